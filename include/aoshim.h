@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: MIT
+// aoshim control API.
+//
+// A program tells aoshim where its layers begin and end; aoshim does the rest
+// from inside the CUDA calls it interposes. Every function here returns 0 on
+// success and a negative AOSHIM_E* code on misuse; none of them ever stops
+// the program.
+//
+// Programs that want to run with or without the shim loaded call the
+// aoshim_try_* wrappers below: they bind to the preloaded library when it is
+// there and cost one NULL check when it is not.
+#ifndef AOSHIM_H
+#define AOSHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AOSHIM_VERSION_MAJOR 0
+#define AOSHIM_VERSION_MINOR 1
+#define AOSHIM_VERSION_PATCH 0
+
+#if defined(__GNUC__)
+#define AOSHIM_API __attribute__((visibility("default")))
+#else
+#define AOSHIM_API
+#endif
+
+// --- error codes -----------------------------------------------------------
+enum {
+    AOSHIM_OK = 0,
+    AOSHIM_EINVAL = -1,     // bad argument (negative id, NULL pointer)
+    AOSHIM_ESTATE = -2,     // call out of order (end without begin, ...)
+    AOSHIM_ENOTFOUND = -3,  // pointer not in any buffer aoshim knows
+    AOSHIM_EDISABLED = -4,  // aoshim is loaded but AOSHIM_ENABLE=0
+    AOSHIM_ENOTLOADED = -5, // returned by aoshim_try_* when the shim is absent
+};
+
+// --- statistics --------------------------------------------------------------
+// Callers set .size = sizeof(aoshim_stats_t); fields past the library's own
+// struct size are left zero, so old callers and new libraries agree.
+typedef struct aoshim_stats_s {
+    size_t size;
+    uint64_t peak_device_bytes;    // peak of device memory aoshim saw allocated
+    uint64_t offloaded_bytes;      // bytes copied device -> host
+    uint64_t reloaded_bytes;       // bytes copied host -> device
+    uint64_t tracked_buffers;      // buffers ever tracked
+    uint64_t kept_resident;        // candidates that stayed on the device
+    uint64_t late_reloads;         // reloads forced by a launch, not the schedule
+    uint64_t reload_wait_ns;       // time the compute stream waited on reloads
+    uint64_t pinned_host_bytes;    // pinned host pool size
+} aoshim_stats_t;
+
+// --- the control API (defined by libaoshim.so) --------------------------------
+// Layer boundaries refer to the calling thread's current stream: the stream
+// set by aoshim_set_stream() on this thread, else the last stream this thread
+// launched work on, else the legacy default stream.
+AOSHIM_API int aoshim_layer_begin(int layer);
+AOSHIM_API int aoshim_layer_end(int layer);
+AOSHIM_API int aoshim_backward_begin(int layer);
+AOSHIM_API int aoshim_backward_end(int layer);
+AOSHIM_API int aoshim_step_end(void);
+AOSHIM_API int aoshim_set_microbatch(int microbatch);
+AOSHIM_API int aoshim_set_stream(void *cuda_stream);
+AOSHIM_API int aoshim_keep(const void *device_ptr);
+AOSHIM_API int aoshim_get_stats(aoshim_stats_t *out);
+AOSHIM_API int aoshim_report_now(void);
+AOSHIM_API const char *aoshim_version(void);
+
+// --- weak-call wrappers --------------------------------------------------------
+// The declarations are weak so that a program built without libaoshim links,
+// and binds at load time when LD_PRELOAD=libaoshim.so provides the symbols.
+#if defined(__GNUC__) && !defined(AOSHIM_BUILDING_LIBRARY)
+#pragma weak aoshim_layer_begin
+#pragma weak aoshim_layer_end
+#pragma weak aoshim_backward_begin
+#pragma weak aoshim_backward_end
+#pragma weak aoshim_step_end
+#pragma weak aoshim_set_microbatch
+#pragma weak aoshim_set_stream
+#pragma weak aoshim_keep
+#pragma weak aoshim_get_stats
+#pragma weak aoshim_report_now
+#pragma weak aoshim_version
+
+#define AOSHIM_TRY_(fn, ...) ((fn) ? fn(__VA_ARGS__) : AOSHIM_ENOTLOADED)
+static inline int aoshim_try_layer_begin(int l) { return AOSHIM_TRY_(aoshim_layer_begin, l); }
+static inline int aoshim_try_layer_end(int l) { return AOSHIM_TRY_(aoshim_layer_end, l); }
+static inline int aoshim_try_backward_begin(int l) { return AOSHIM_TRY_(aoshim_backward_begin, l); }
+static inline int aoshim_try_backward_end(int l) { return AOSHIM_TRY_(aoshim_backward_end, l); }
+static inline int aoshim_try_step_end(void) { return aoshim_step_end ? aoshim_step_end() : AOSHIM_ENOTLOADED; }
+static inline int aoshim_try_set_microbatch(int mb) { return AOSHIM_TRY_(aoshim_set_microbatch, mb); }
+static inline int aoshim_try_set_stream(void *s) { return AOSHIM_TRY_(aoshim_set_stream, s); }
+static inline int aoshim_try_keep(const void *p) { return AOSHIM_TRY_(aoshim_keep, p); }
+static inline int aoshim_try_get_stats(aoshim_stats_t *o) { return AOSHIM_TRY_(aoshim_get_stats, o); }
+static inline int aoshim_loaded(void) { return aoshim_version != NULL; }
+#undef AOSHIM_TRY_
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif // AOSHIM_H

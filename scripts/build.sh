@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Configure (once) and build into build/ (or $AOSHIM_BUILD_DIR).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+dir="${AOSHIM_BUILD_DIR:-build}"
+if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >/dev/null
+fi
+ninja -C "$dir" >/dev/null

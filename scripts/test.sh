@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The whole test suite: every test on the simulated GPU, then the unit tests
+# again under AddressSanitizer + UndefinedBehaviorSanitizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+meson test -C build --print-errorlogs --num-processes "$(nproc)"
+
+echo "== sanitizer pass (ASan + UBSan) ==" >&2
+if [ ! -f build-san/build.ninja ]; then
+    meson setup build-san -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+fi
+ninja -C build-san >/dev/null
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C build-san --suite unit --print-errorlogs --num-processes "$(nproc)"

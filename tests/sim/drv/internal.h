@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+// Internals of the simulated driver (libcuda.so.1 look-alike).
+//
+// Model (see tests/sim/README.md):
+//  - one lock around every call (sim_enter/sim_leave); a test double, not a GPU;
+//  - work is scheduled at enqueue on a virtual clock and its effect on memory
+//    runs at once, in program order;
+//  - a happens-before checker (vector clocks per stream and host thread)
+//    reports conflicting accesses the program did not order;
+//  - device memory is host memory inside one reserved region; what is not
+//    mapped and accessible faults.
+//
+// Files: core.c (init, config, devices, contexts, errors, stats, exit line),
+//        mem.c (region, allocations, pools, VMM, host memory, pointer attrs,
+//               accessibility table, fault diagnostics),
+//        stream.c (streams, events, virtual clock, capture),
+//        hb.c (happens-before checker), exec.c (launch, copies, memset,
+//        kernel registry, param info), proc.c (cuGetProcAddress table).
+#ifndef SIM_INTERNAL_H
+#define SIM_INTERNAL_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "simgpu.h"
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+#define SIM_GRANULE (2ull << 20) // cuMemGetAllocationGranularity, as on Hopper/Ampere
+#define SIM_MAX_AGENTS 256       // streams + host threads over the process lifetime
+
+// --- configuration and counters (core.c) ------------------------------------
+typedef struct sim_config_s {
+    uint64_t capacity;
+    bool nodata, quiet, race_fatal;
+    const char *profile_name;
+    double d2h_gbps, h2d_gbps;         // pinned
+    double pageable_gbps;              // pageable copies, either direction
+    double d2d_gbps;                   // device-to-device (compute engine)
+    uint64_t copy_latency_ns;
+    double tflops;
+    // host-side API costs, ns
+    uint64_t api_ns, launch_ns, mem_create_ns, mem_map_ns, set_access_ns, unmap_ns,
+        reserve_ns, release_ns, alloc_ns, free_ns;
+    double pin_ns_per_byte;            // cuMemHostAlloc / cuMemHostRegister
+} sim_config_t;
+
+extern sim_config_t sim_cfg;
+extern sim_stats_t sim_st; // counters live here; peak/current kept by mem.c
+extern bool sim_initialized; // cuInit called
+
+// Every exported entry point: sim_enter() takes the global lock, charges the
+// host clock api cost and returns CUDA_ERROR_NOT_INITIALIZED before cuInit
+// (the caller then unlocks with sim_leave and returns it).
+CUresult sim_enter(void);
+void sim_leave(void);
+void sim_lock(void);   // lock only (for calls valid before cuInit)
+void sim_unlock(void);
+
+// --- virtual host clock (core.c) -----------------------------------------------
+extern uint64_t sim_host_ns;
+static inline void sim_host_advance(uint64_t ns) { sim_host_ns += ns; }
+static inline void sim_host_wait_until(uint64_t t) { if (t > sim_host_ns) sim_host_ns = t; }
+
+// --- vector clocks (hb.c) -------------------------------------------------------
+typedef struct sim_vc_s {
+    uint32_t c[SIM_MAX_AGENTS];
+} sim_vc_t;
+
+typedef struct sim_epoch_s {
+    uint16_t agent;
+    uint32_t clk;
+} sim_epoch_t;
+
+int sim_agent_new(const char *what);     // aborts with a message past SIM_MAX_AGENTS
+void sim_vc_join(sim_vc_t *dst, const sim_vc_t *src);
+static inline bool sim_vc_covers(const sim_vc_t *v, sim_epoch_t e) { return v->c[e.agent] >= e.clk; }
+
+// The calling host thread as an agent: its vector clock and epoch counter.
+typedef struct sim_thread_s {
+    int agent;
+    sim_vc_t vc;
+} sim_thread_t;
+sim_thread_t *sim_thread(void);
+
+// --- streams and events (stream.c) ----------------------------------------------
+enum sim_engine_e { SIM_ENG_NONE = -1, SIM_ENG_COMPUTE = 0, SIM_ENG_D2H, SIM_ENG_H2D, SIM_ENG_COUNT };
+
+typedef struct sim_graph_s sim_graph_t;
+
+struct CUstream_st {
+    uint32_t magic;    // SIM_STREAM_MAGIC while alive
+    uint32_t id;       // printed in diagnostics: 0 legacy, then creation order
+    int agent;
+    unsigned flags;    // CU_STREAM_NON_BLOCKING
+    bool legacy;       // the legacy default stream (NULL / CU_STREAM_LEGACY)
+    bool per_thread;   // a thread's per-thread default stream
+    uint64_t tail_ns;  // completion time of the last enqueued op
+    sim_vc_t vc;
+    CUstreamCaptureStatus capture;
+    sim_graph_t *graph; // while capturing
+};
+#define SIM_STREAM_MAGIC 0x5354524du
+typedef struct CUstream_st sim_stream_t;
+
+struct CUevent_st {
+    uint32_t magic;
+    unsigned flags;
+    bool recorded;
+    uint64_t time_ns;  // completion time of the last record
+    sim_vc_t vc;
+    uint32_t stream_id;
+};
+#define SIM_EVENT_MAGIC 0x45564e54u
+
+// Resolve a handle given by the program. ptds: the call came through a _ptsz /
+// _ptds entry point, so NULL means the calling thread's per-thread stream.
+// Returns NULL (and sets *err = CUDA_ERROR_INVALID_HANDLE) for a bad handle.
+sim_stream_t *sim_stream_resolve(CUstream h, bool ptds, CUresult *err);
+
+// An operation enqueued on a stream: its virtual times and its epoch in the
+// happens-before order. Filled by sim_op_begin.
+typedef struct sim_op_s {
+    sim_stream_t *stream;
+    const char *what;   // "kernel", "cuMemcpyDtoHAsync", ...
+    const char *kernel; // kernel name, or NULL
+    uint64_t start_ns, end_ns;
+    sim_epoch_t epoch;
+    const sim_vc_t *vc; // stream's clock including this op
+} sim_op_t;
+
+// Order the op after the host thread's past, the stream's tail and (legacy
+// semantics) the other blocking streams, pick its start on its engine, give
+// it cost_ns, advance the stream. engine SIM_ENG_NONE takes no engine time.
+// While the stream is capturing, returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+// for ops that cannot be captured (capturable=false); capturable ops are
+// appended to the graph and *captured is set (the caller then skips effects).
+CUresult sim_op_begin(sim_op_t *op, sim_stream_t *s, int engine, uint64_t cost_ns,
+                      const char *what, const char *kernel);
+// Host waits for everything ordered before the op, as a synchronous call does.
+void sim_host_wait_op(const sim_op_t *op);
+// Host waits for the whole device (cuCtxSynchronize, cuMemFree of plain memory).
+void sim_device_sync(void);
+
+// --- happens-before checker (hb.c) ----------------------------------------------
+// Check and record an access to [addr, addr+bytes) by an op (stream agent) or
+// by the host thread (op == NULL: unmap, release, free, synchronous host use).
+// A conflict not ordered by the program is counted and described (stderr,
+// and simLastRace), and with SIM_RACE_FATAL exits SIM_EXIT_RACE.
+enum sim_hb_mode { SIM_HB_READ = 1, SIM_HB_WRITE = 2, SIM_HB_FREE = 3 };
+void sim_hb_access(const sim_op_t *op, uint64_t addr, uint64_t bytes, int mode);
+void sim_hb_host_access(uint64_t addr, uint64_t bytes, int mode, const char *what);
+
+// --- memory (mem.c) -----------------------------------------------------------------
+typedef enum sim_memkind_e {
+    SIM_MEM_INACCESSIBLE = 0, // inside the device region but not mapped+accessible
+    SIM_MEM_DEVICE,           // fully inside accessible device memory
+    SIM_MEM_PINNED,           // fully inside pinned (page-locked) host memory
+    SIM_MEM_PAGEABLE,         // ordinary host memory
+} sim_memkind_t;
+
+void sim_mem_init(void);            // reserve the region (called from cuInit)
+bool sim_mem_in_region(uint64_t addr);
+sim_memkind_t sim_mem_classify(uint64_t addr, uint64_t bytes);
+// One line: what [addr] belongs to now or last belonged to ("cuMemAlloc
+// buffer 0x..+4096, freed", "VMM range 0x..., unmapped", ...).
+void sim_mem_describe(uint64_t addr, char *buf, size_t len);
+uint64_t sim_mem_current_bytes(void);
+uint64_t sim_mem_peak_bytes(void);
+void sim_mem_reset_peak(void);
+
+// A touch of inaccessible memory: print the diagnostic (op, kernel, stream,
+// address, owner) and exit SIM_EXIT_FAULT.
+__attribute__((noreturn)) void sim_fault(const char *what, const char *kernel,
+                                         const sim_stream_t *s, uint64_t addr, uint64_t bytes);
+// SIGSEGV backstop for kernel bodies touching memory they did not declare:
+// exec.c sets the op being run; the handler reports it through sim_fault.
+void sim_fault_set_current(const sim_op_t *op);
+
+// --- kernels (exec.c) ---------------------------------------------------------------
+struct CUfunc_st {
+    uint32_t magic;
+    sim_kernel_desc_t desc;
+    uint32_t param_offset[SIM_MAX_PARAMS];
+    uint32_t param_bytes; // total packed size
+};
+#define SIM_FUNC_MAGIC 0x46554e43u
+
+// --- proc table (proc.c) ------------------------------------------------------------
+CUresult sim_proc_lookup(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                         CUdriverProcAddressQueryResult *status);
+
+// --- diagnostics ------------------------------------------------------------------
+// printf-style line on stderr prefixed "simgpu: ".
+void sim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif // SIM_INTERNAL_H

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: MIT
+// simgpu: the simulated GPU's own extensions to the CUDA API.
+//
+// Everything else the simulator offers has the real CUDA prototype from the
+// toolkit headers. These few calls exist only because a simulated GPU cannot
+// run device code: a kernel is a host function registered with its parameter
+// layout, the ranges it reads and writes, and its cost; and tests read the
+// simulator's own measurements through simGetStats, so nothing under test can
+// grade itself.
+//
+// Driver level (libcuda.so.1): simKernelCreate, simGetStats, simReset... are
+// exported and also reachable through cuGetProcAddress under the same names.
+// Runtime level (libcudart.so.13): simrtRegisterKernel, simrtGetStats.
+//
+// Configuration is read from the environment at cuInit:
+//   SIM_CAPACITY   device memory, bytes with K/M/G/T suffix (default 80G)
+//   SIM_PROFILE    h100 (default: PCIe Gen5) or a100 (PCIe Gen4)
+//   SIM_NODATA     1: keep sizes and times, never run kernel bodies or copy data
+//   SIM_QUIET      1: no exit line on stderr
+//   SIM_RACE_FATAL 1: exit with SIM_EXIT_RACE at the first race
+//   SIM_D2H_GBPS, SIM_H2D_GBPS, SIM_TFLOPS: override the profile's figures
+#ifndef SIMGPU_H
+#define SIMGPU_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Exit status when a kernel, copy or memset touches device memory that is not
+// mapped and accessible (never mapped, unmapped, freed, access not set).
+#define SIM_EXIT_FAULT 86
+// Exit status at the first race when SIM_RACE_FATAL=1.
+#define SIM_EXIT_RACE 87
+
+#define SIM_MAX_PARAMS 32
+#define SIM_MAX_ACCESSES 16
+
+enum sim_acc_mode { SIM_R = 1, SIM_W = 2, SIM_RW = 3 };
+
+// One pointer parameter's footprint: it reads and/or writes
+//   bytes = scale * (count_param >= 0 ? value of integer param count_param : 1)
+// starting at the pointer's value. Integer params may be 4 or 8 bytes.
+typedef struct sim_access_s {
+    int param;
+    int mode;        // enum sim_acc_mode
+    int count_param; // -1: bytes = scale
+    uint64_t scale;
+} sim_access_t;
+
+typedef struct sim_launch_s {
+    unsigned grid[3], block[3];
+    unsigned shared_bytes;
+    CUstream stream;
+} sim_launch_t;
+
+// args[i] points at parameter i's value, as in cuLaunchKernel's kernelParams.
+typedef void (*sim_kernel_fn)(void **args, const sim_launch_t *launch);
+
+typedef struct sim_kernel_desc_s {
+    const char *name;                    // device-side name (cuFuncGetName)
+    sim_kernel_fn fn;                    // host implementation (not run in no-data mode)
+    int nparams;
+    uint32_t param_size[SIM_MAX_PARAMS]; // offsets: natural alignment, min(size, 8)
+    int naccess;
+    sim_access_t access[SIM_MAX_ACCESSES];
+    // Cost on the compute engine: ns_fixed + flops / (profile TFLOP/s), where
+    // flops = flops_scale * (flops_param >= 0 ? value of that param : 1).
+    uint64_t ns_fixed;
+    int flops_param;
+    double flops_scale;
+} sim_kernel_desc_t;
+
+typedef struct sim_stats_s {
+    uint64_t capacity_bytes;
+    uint64_t peak_device_bytes;    // physical device bytes: allocs, pools, cuMemCreate
+    uint64_t current_device_bytes;
+    uint64_t races;
+    uint64_t faults;
+    uint64_t host_ns;              // virtual host clock now
+    uint64_t elapsed_ns;           // max(host clock, last completion on any engine)
+    uint64_t busy_ns_compute, busy_ns_d2h, busy_ns_h2d;
+    uint64_t launches, copies;
+    uint64_t pin_calls;            // cuMemHostAlloc + cuMemHostRegister (and runtime twins)
+    uint64_t pinned_bytes;
+    uint64_t mem_create_calls;     // cuMemCreate
+    uint64_t address_reserve_calls;
+    uint64_t set_access_calls;
+    uint64_t map_calls, unmap_calls;
+    uint64_t alloc_calls;          // cuMemAlloc + cuMemAllocAsync
+} sim_stats_t;
+
+// --- driver level (libcuda.so.1) ---
+CUresult simKernelCreate(const sim_kernel_desc_t *desc, CUfunction *out);
+CUresult simGetStats(sim_stats_t *out);
+// Zero the peak (to the current value) and the counters, keep the memory.
+CUresult simResetStats(void);
+// Write the last race's description (empty when none) into buf.
+CUresult simLastRace(char *buf, size_t len);
+
+// --- runtime level (libcudart.so.13) ---
+// Associates host symbol hostFun with a kernel, as __cudaRegisterFunction
+// does for nvcc-built programs; cudaLaunchKernel(hostFun, ...) then runs it.
+int simrtRegisterKernel(const void *hostFun, const sim_kernel_desc_t *desc);
+int simrtGetStats(sim_stats_t *out);
+int simrtResetStats(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif // SIMGPU_H
