@@ -57,6 +57,22 @@ CUresult sim_enter(void);
 void sim_leave(void);
 void sim_lock(void);   // lock only (for calls valid before cuInit)
 void sim_unlock(void);
+// Calls that need a context: CUDA_SUCCESS when the calling thread has a
+// current (live) context, else CUDA_ERROR_INVALID_CONTEXT (none current) or
+// CUDA_ERROR_CONTEXT_IS_DESTROYED. Lock held. (core.c; added by helper A)
+CUresult sim_ctx_check(void);
+// The last race's description, kept in core.c so simLastRace works whatever
+// hb.c does: hb.c calls sim_set_last_race with the text it printed. Lock held.
+void sim_set_last_race(const char *text);
+// The exit line (peak, races, faults, times, counters) on stderr unless
+// SIM_QUIET; sim_fault and a SIM_RACE_FATAL exit call it before _exit,
+// because _exit skips the destructor that prints it otherwise. Reads only
+// counters, never freed state.
+void sim_exit_line(void);
+// Convention (core.c reads it for simGetStats and the exit line): stream.c
+// keeps sim_st.elapsed_ns = the latest end_ns of any enqueued op, and
+// sim_st.busy_ns_* / launches / copies up to date; core.c reports
+// elapsed = max(sim_host_ns, sim_st.elapsed_ns).
 
 // --- virtual host clock (core.c) -----------------------------------------------
 extern uint64_t sim_host_ns;
@@ -194,5 +210,44 @@ CUresult sim_proc_lookup(const char *symbol, void **pfn, int version, cuuint64_t
 // --- diagnostics ------------------------------------------------------------------
 // printf-style line on stderr prefixed "simgpu: ".
 void sim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// --- capture graphs and scheduling helpers (stream.c / exec.c; helper B) ----------
+// Additive: ops enqueued on a capturing stream are recorded here and do not
+// run. exec.c records its own nodes (kernel args are copied so the graph can
+// be replayed after the caller's buffers are gone); any other caller of
+// sim_op_begin on a capturing stream gets CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+// and the capture is invalidated (stricter than CUDA, which captures e.g.
+// cuMemAllocAsync as a node). A CUgraph handle is a sim_graph_t pointer.
+enum sim_node_kind_e { SIM_NODE_KERNEL, SIM_NODE_MEMCPY, SIM_NODE_MEMSET, SIM_NODE_EVENT_RECORD,
+                       SIM_NODE_EVENT_WAIT };
+typedef struct sim_node_s {
+    int kind;
+    const char *what;
+    CUfunction func;      // kernel
+    sim_launch_t launch;  // kernel (stream = the capturing stream)
+    void *argbuf;         // kernel: packed copy of the params, func->param_bytes
+    uint64_t dst, src, bytes; // memcpy / memset (bytes = element count for memset)
+    int engine;           // memcpy: SIM_ENG_*
+    unsigned value, elem; // memset value and element size (1 or 4)
+    CUevent event;        // event record / wait
+    uint32_t stream_id;
+} sim_node_t;
+struct sim_graph_s {
+    uint32_t magic; // SIM_GRAPH_MAGIC
+    sim_node_t *nodes;
+    size_t n, cap;
+};
+#define SIM_GRAPH_MAGIC 0x47525048u
+// The stream's capture graph when it is actively capturing (NULL otherwise),
+// after the legacy-stream rule (an op on the legacy stream while a blocking
+// stream captures invalidates that capture: *err = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
+sim_graph_t *sim_capture_graph(sim_stream_t *s, CUresult *err);
+sim_node_t *sim_graph_add(sim_graph_t *g, int kind, const char *what, uint32_t stream_id);
+// Invalidate the capture on s (an unsupported call was made on it).
+void sim_capture_invalidate(sim_stream_t *s);
+// Latest completion time of any op on any engine (for simGetStats elapsed_ns);
+// sim_op_begin also keeps sim_st.busy_ns_* and sim_st.elapsed_ns (as max of
+// op end times; core.c takes the max with the host clock).
+uint64_t sim_engines_done_ns(void);
 
 #endif // SIM_INTERNAL_H

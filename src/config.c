@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+// Parsing of every AOSHIM_* variable, in one place (see config.h's table).
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+
+ao_config_t ao_config;
+
+// --- low-level parsers ----------------------------------------------------------
+int ao_parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+        if (strcasecmp(s, yes[i]) == 0) return *out = true, 0;
+        if (strcasecmp(s, no[i]) == 0) return *out = false, 0;
+    }
+    return -1;
+}
+
+// Digits only: strtoull alone would accept " 12", "+12" and "-1" (as 2^64-1).
+static int parse_digits(const char **sp, uint64_t *out)
+{
+    const char *s = *sp;
+    if (!isdigit((unsigned char)*s)) return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE) return -1;
+    *out = v;
+    *sp = end;
+    return 0;
+}
+
+int ao_parse_size(const char *s, uint64_t *out)
+{
+    uint64_t v;
+    if (parse_digits(&s, &v) < 0) return -1;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*s)) {
+    case '\0': break;
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
+    default: return -1;
+    }
+    if (*s) {
+        s++;
+        if (strcasecmp(s, "ib") == 0 || strcasecmp(s, "b") == 0) s += strlen(s);
+        if (*s) return -1;
+    }
+    if (shift && v > (UINT64_MAX >> shift)) return -1;
+    *out = v << shift;
+    return 0;
+}
+
+int ao_parse_uint(const char *s, unsigned max, unsigned *out)
+{
+    uint64_t v;
+    if (parse_digits(&s, &v) < 0 || *s || v > max) return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
+int ao_parse_layers(const char *s, ao_layerset_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (strcasecmp(s, "all") == 0) return out->kind = AO_LAYERS_ALL, 0;
+    if (strcasecmp(s, "none") == 0) return out->kind = AO_LAYERS_LIST, 0;
+    size_t len = strlen(s);
+    if (len > 1 && s[len - 1] == '%') {
+        char tmp[8];
+        if (len - 1 >= sizeof tmp) return -1;
+        memcpy(tmp, s, len - 1);
+        tmp[len - 1] = '\0';
+        if (ao_parse_uint(tmp, 100, &out->percent) < 0) return -1;
+        out->kind = AO_LAYERS_PERCENT;
+        return 0;
+    }
+    if (strpbrk(s, ",-") == NULL) {
+        if (ao_parse_uint(s, AO_MAX_LAYERS, &out->count) < 0) return -1;
+        out->kind = AO_LAYERS_COUNT;
+        return 0;
+    }
+    // A list of items "a" or "a-b", comma-separated, no empty items.
+    out->kind = AO_LAYERS_LIST;
+    for (;;) {
+        uint64_t lo, hi;
+        if (parse_digits(&s, &lo) < 0 || lo >= AO_MAX_LAYERS) return -1;
+        hi = lo;
+        if (*s == '-') {
+            s++;
+            if (parse_digits(&s, &hi) < 0 || hi >= AO_MAX_LAYERS || hi < lo) return -1;
+        }
+        for (uint64_t l = lo; l <= hi; l++) out->bits[l / 64] |= 1ull << (l % 64);
+        if (*s == '\0') return 0;
+        if (*s++ != ',') return -1;
+    }
+}
+
+bool ao_layerset_has(const ao_layerset_t *s, unsigned layer, unsigned nlayers)
+{
+    if (layer >= AO_MAX_LAYERS) return false;
+    switch (s->kind) {
+    case AO_LAYERS_ALL: return true; // the engine never offloads the last layer
+    case AO_LAYERS_COUNT: return layer < s->count;
+    case AO_LAYERS_PERCENT:
+        // Until the layer count is known (the first forward pass), nothing.
+        return nlayers > 0 && layer < (nlayers * s->percent + 50) / 100;
+    case AO_LAYERS_LIST: return (s->bits[layer / 64] >> (layer % 64)) & 1;
+    }
+    return false;
+}
+
+// --- the table ----------------------------------------------------------------
+static int set_bool(void *f, const char *v) { return ao_parse_bool(v, f); }
+static int set_size(void *f, const char *v) { return ao_parse_size(v, f); }
+static int set_uint(void *f, const char *v) { return ao_parse_uint(v, 64, f); }
+static int set_level(void *f, const char *v) { return ao_parse_uint(v, 2, f); }
+static int set_layers(void *f, const char *v) { return ao_parse_layers(v, f); }
+
+typedef struct ao_option_s {
+    const char *name; // without the AOSHIM_ prefix
+    size_t offset;
+    int (*set)(void *field, const char *value);
+    const char *def, *accepted, *help;
+} ao_option_t;
+
+static const ao_option_t options[] = {
+#define X(NAME, field, type, def, accepted, help)                                                  \
+    {#NAME, offsetof(ao_config_t, field), set_##type, def, accepted, help},
+    AO_OPTIONS(X)
+#undef X
+};
+#define NOPTIONS (sizeof options / sizeof *options)
+
+static void error_line(char *err, size_t errlen, const char *name, const char *value,
+                       const char *accepted)
+{
+    snprintf(err, errlen, "aoshim: error: AOSHIM_%s='%s': %s", name, value, accepted);
+}
+
+int ao_config_set(ao_config_t *cfg, const char *name, const char *value, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        if (strcmp(options[i].name, name) != 0) continue;
+        if (options[i].set((char *)cfg + options[i].offset, value) == 0) return 0;
+        error_line(err, errlen, name, value, options[i].accepted);
+        return -1;
+    }
+    char known[512];
+    size_t p = 0;
+    for (size_t i = 0; i < NOPTIONS && p < sizeof known; i++)
+        p += (size_t)snprintf(known + p, sizeof known - p, "%sAOSHIM_%s", i ? " " : "",
+                              options[i].name);
+    error_line(err, errlen, name, value, "unknown variable; known: ");
+    strncat(err, known, errlen - strlen(err) - 1);
+    return -1;
+}
+
+int ao_config_load(ao_config_t *cfg, char *const *env, char *err, size_t errlen)
+{
+    extern char **environ;
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < NOPTIONS; i++)
+        if (options[i].set((char *)cfg + options[i].offset, options[i].def) != 0) {
+            error_line(err, errlen, options[i].name, options[i].def, "bad built-in default");
+            return -1;
+        }
+    for (char *const *e = env ? env : environ; e && *e; e++) {
+        if (strncmp(*e, "AOSHIM_", 7) != 0) continue;
+        const char *eq = strchr(*e, '=');
+        if (!eq) continue;
+        char name[64];
+        size_t n = (size_t)(eq - *e) - 7;
+        if (n >= sizeof name) n = sizeof name - 1;
+        memcpy(name, *e + 7, n);
+        name[n] = '\0';
+        if (ao_config_set(cfg, name, eq + 1, err, errlen) < 0) return -1;
+    }
+    return 0;
+}
+
+// Values are shown as given: they all parsed, so the text is the effective value.
+void ao_config_print(int fd)
+{
+    char line[256];
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        char var[64];
+        snprintf(var, sizeof var, "AOSHIM_%s", options[i].name);
+        const char *set = getenv(var);
+        int n = snprintf(line, sizeof line, "aoshim: option %s=%s%s\n", var, set ? set : options[i].def,
+                         set ? "" : " (default)");
+        if (n > 0) ao_write_line(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    }
+}

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+// Every AOSHIM_* environment variable, defined once.
+//
+// AO_OPTIONS is the single table: it generates the config struct, the parser
+// dispatch, the defaults, the verbose listing and the README's option table
+// (scripts/gen-options prints it), so they cannot drift apart.
+#ifndef AO_CONFIG_H
+#define AO_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define AO_MAX_LAYERS 4096
+
+// Which layers to offload: every layer but the last (ALL), the first N
+// (COUNT), a fraction of the layers (PERCENT, resolved once the layer count is
+// known), or an explicit set (LIST).
+typedef enum ao_layers_kind_e { AO_LAYERS_ALL, AO_LAYERS_COUNT, AO_LAYERS_PERCENT, AO_LAYERS_LIST } ao_layers_kind_t;
+
+typedef struct ao_layerset_s {
+    ao_layers_kind_t kind;
+    unsigned count;   // COUNT
+    unsigned percent; // PERCENT, 0..100
+    uint64_t bits[AO_MAX_LAYERS / 64]; // LIST
+} ao_layerset_t;
+
+// X(NAME, field, type, default, accepted, help)
+// type is one of: bool, size, uint, layers, path, level
+#define AO_OPTIONS(X)                                                                              \
+    X(ENABLE, enable, bool, "1", "a boolean (1/0, true/false, yes/no, on/off)",                    \
+      "0 makes aoshim a pure pass-through")                                                        \
+    X(OFFLOAD_LAYERS, offload_layers, layers, "all",                                               \
+      "'all', 'none', a count of first layers (12), a list with ranges (0-11,14) or a "            \
+      "percentage (50%)",                                                                          \
+      "forward layers whose activations go to host memory; the last layer never does")             \
+    X(PREFETCH, prefetch, uint, "1", "an integer from 0 to 64",                                    \
+      "reload layer L when backward of layer L+d begins")                                          \
+    X(MIN_BYTES, min_bytes, size, "1MiB", "a size such as 4096, 512K, 1MiB, 2G",                   \
+      "buffers smaller than this are never offloaded")                                             \
+    X(HOST_LIMIT, host_limit, size, "0", "a size such as 64G (0: no limit)",                       \
+      "cap on the pinned host memory pool")                                                        \
+    X(VERBOSE, verbose, level, "0", "0, 1 or 2", "1: version and every effective option at start") \
+    X(QUIET, quiet, bool, "0", "a boolean (1/0, true/false, yes/no, on/off)",                      \
+      "1: no summary at exit")
+
+typedef struct ao_config_s {
+#define AO_FIELD_bool bool
+#define AO_FIELD_size uint64_t
+#define AO_FIELD_uint unsigned
+#define AO_FIELD_level unsigned
+#define AO_FIELD_path const char *
+#define AO_FIELD_layers ao_layerset_t
+#define X(NAME, field, type, def, accepted, help) AO_FIELD_##type field;
+    AO_OPTIONS(X)
+#undef X
+} ao_config_t;
+
+extern ao_config_t ao_config;
+
+// Parse one value into *cfg; on error fill err with the one-line message
+// "aoshim: error: AOSHIM_X='v': <accepted>" and return -1.
+int ao_config_set(ao_config_t *cfg, const char *name, const char *value, char *err, size_t errlen);
+// Defaults, then every AOSHIM_* variable from env (NULL: the process
+// environment). An unknown AOSHIM_ variable is an error too: a typo must not
+// be silently ignored. Returns 0, or -1 with err filled.
+int ao_config_load(ao_config_t *cfg, char *const *env, char *err, size_t errlen);
+// Whether layer (of nlayers, 0 if not yet known) is chosen by the set.
+bool ao_layerset_has(const ao_layerset_t *s, unsigned layer, unsigned nlayers);
+// Print every effective option (AOSHIM_VERBOSE) to fd.
+void ao_config_print(int fd);
+
+// Low-level parsers, exposed for tests.
+int ao_parse_bool(const char *s, bool *out);
+int ao_parse_size(const char *s, uint64_t *out);
+int ao_parse_uint(const char *s, unsigned max, unsigned *out);
+int ao_parse_layers(const char *s, ao_layerset_t *out);
+
+#endif // AO_CONFIG_H

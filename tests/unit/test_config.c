@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+// AOSHIM_* parsing: each parser's accepted forms, and the one-line errors.
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "config.h"
+
+Test(config, sizes)
+{
+    uint64_t v;
+    cr_assert_eq(ao_parse_size("4096", &v), 0);
+    cr_assert_eq(v, 4096);
+    cr_assert_eq(ao_parse_size("512K", &v), 0);
+    cr_assert_eq(v, 512u << 10);
+    cr_assert_eq(ao_parse_size("1MiB", &v), 0);
+    cr_assert_eq(v, 1u << 20);
+    cr_assert_eq(ao_parse_size("2g", &v), 0);
+    cr_assert_eq(v, 2ull << 30);
+    cr_assert_eq(ao_parse_size("3TB", &v), 0);
+    cr_assert_eq(v, 3ull << 40);
+    const char *bad[] = {"", "-1", "+5", " 5", "5 ", "1.5G", "G", "1X", "1GiBs", "99999999999T",
+                         "18446744073709551616"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        cr_expect_eq(ao_parse_size(bad[i], &v), -1, "accepted '%s'", bad[i]);
+}
+
+Test(config, bools)
+{
+    bool b;
+    const char *t[] = {"1", "true", "YES", "on"}, *f[] = {"0", "False", "no", "OFF"};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(ao_parse_bool(t[i], &b), 0);
+        cr_assert(b);
+        cr_assert_eq(ao_parse_bool(f[i], &b), 0);
+        cr_assert(!b);
+    }
+    cr_assert_eq(ao_parse_bool("2", &b), -1);
+    cr_assert_eq(ao_parse_bool("", &b), -1);
+    cr_assert_eq(ao_parse_bool("y", &b), -1);
+}
+
+Test(config, layers)
+{
+    ao_layerset_t s;
+    cr_assert_eq(ao_parse_layers("12", &s), 0);
+    cr_assert(ao_layerset_has(&s, 11, 0) && !ao_layerset_has(&s, 12, 0));
+    cr_assert_eq(ao_parse_layers("0-3,7,9-10", &s), 0);
+    unsigned want[] = {0, 1, 2, 3, 7, 9, 10};
+    unsigned n = 0;
+    for (unsigned l = 0; l < 16; l++)
+        if (ao_layerset_has(&s, l, 16)) cr_assert_eq(l, want[n++]);
+    cr_assert_eq(n, 7);
+    cr_assert_eq(ao_parse_layers("50%", &s), 0);
+    cr_assert(!ao_layerset_has(&s, 0, 0), "percentage needs the layer count");
+    cr_assert(ao_layerset_has(&s, 3, 8) && !ao_layerset_has(&s, 4, 8));
+    cr_assert_eq(ao_parse_layers("all", &s), 0);
+    cr_assert(ao_layerset_has(&s, 100, 0));
+    cr_assert_eq(ao_parse_layers("none", &s), 0);
+    cr_assert(!ao_layerset_has(&s, 0, 8));
+    const char *bad[] = {"", "-1", "3-1", "1,,2", "1,", ",1", "1-", "101%", "%", "x", "4097",
+                         "0-4096", "1;2", "50 %"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        cr_expect_eq(ao_parse_layers(bad[i], &s), -1, "accepted '%s'", bad[i]);
+}
+
+Test(config, load_defaults_and_errors)
+{
+    ao_config_t c;
+    char err[768];
+    char *env0[] = {"PATH=/bin", NULL};
+    cr_assert_eq(ao_config_load(&c, env0, err, sizeof err), 0);
+    cr_assert(c.enable);
+    cr_assert_eq(c.prefetch, 1);
+    cr_assert_eq(c.min_bytes, 1u << 20);
+    cr_assert_eq(c.offload_layers.kind, AO_LAYERS_ALL);
+
+    char *env1[] = {"AOSHIM_PREFETCH=3", "AOSHIM_MIN_BYTES=64K", NULL};
+    cr_assert_eq(ao_config_load(&c, env1, err, sizeof err), 0);
+    cr_assert_eq(c.prefetch, 3);
+    cr_assert_eq(c.min_bytes, 64u << 10);
+
+    char *env2[] = {"AOSHIM_PREFETCH=lots", NULL};
+    cr_assert_eq(ao_config_load(&c, env2, err, sizeof err), -1);
+    cr_assert_str_eq(err, "aoshim: error: AOSHIM_PREFETCH='lots': an integer from 0 to 64");
+
+    char *env3[] = {"AOSHIM_OFFLOAD_LAYER=3", NULL};
+    cr_assert_eq(ao_config_load(&c, env3, err, sizeof err), -1);
+    cr_assert(strncmp(err, "aoshim: error: AOSHIM_OFFLOAD_LAYER='3': unknown variable", 57) == 0, "%s",
+              err);
+    cr_assert(strstr(err, "AOSHIM_OFFLOAD_LAYERS") != NULL);
+}
