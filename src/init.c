@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Load-time setup of libaoshim.so.
+// Load-time setup and exit of libaoshim.so.
 //
 // Every process under LD_PRELOAD loads the shim (launchers, compilers,
 // data-loader workers), so the constructor only reads the environment: CUDA
@@ -9,16 +9,45 @@
 #define AOSHIM_BUILDING_LIBRARY 1
 #include "aoshim.h"
 
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "hook/hook.h"
+#include "hook/real.h"
 #include "log.h"
+#include "offload/engine.h"
+#include "report/summary.h"
 
 #define AO_STR2(x) #x
 #define AO_STR(x) AO_STR2(x)
 #define AO_VERSION_STRING                                                                          \
     AO_STR(AOSHIM_VERSION_MAJOR) "." AO_STR(AOSHIM_VERSION_MINOR) "." AO_STR(AOSHIM_VERSION_PATCH)
+
+static bool forked_child;
+
+// A forked child (a data-loader worker) shares no CUDA state with its parent:
+// it passes everything through and never writes the parent's report.
+static void at_fork_child(void)
+{
+    forked_child = true;
+    ao_engine_off = true;
+}
+
+// PyTorch hides tensors inside cached segments unless told otherwise; with
+// the cudaMallocAsync backend every tensor is its own allocation, which is
+// what aoshim can offload. Set it when the user has not chosen.
+static void pytorch_allocator(void)
+{
+    const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+    if (!conf) {
+        setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 0);
+        if (ao_config.verbose)
+            ao_log(AO_LOG_INFO, "set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync");
+    }
+}
 
 __attribute__((constructor)) static void ao_init(void)
 {
@@ -31,9 +60,26 @@ __attribute__((constructor)) static void ao_init(void)
         ao_log(AO_LOG_INFO, "version %s, pid %d", AO_VERSION_STRING, (int)getpid());
         ao_config_print(2);
     }
+    ao_engine_off = !ao_config.enable;
+    if (ao_engine_off) return;
+    pytorch_allocator();
+    pthread_atfork(NULL, NULL, at_fork_child);
+    ao_real_runtime_init();
+}
+
+__attribute__((destructor)) static void ao_fini(void)
+{
+    if (forked_child || !ao_cuda_touched || ao_config.quiet) return;
+    ao_summary_write(2);
 }
 
 AOSHIM_API const char *aoshim_version(void)
 {
     return AO_VERSION_STRING;
+}
+
+AOSHIM_API int aoshim_report_now(void)
+{
+    ao_summary_write(2);
+    return 0;
 }

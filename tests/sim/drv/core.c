@@ -609,6 +609,8 @@ CUresult sim_ctx_check(void)
 
 static bool ctx_valid(CUcontext c) { return c == &sim_primary; }
 
+CUcontext sim_primary_ctx(void) { return &sim_primary; }
+
 SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     CUresult r = sim_enter();

@@ -27,7 +27,8 @@ int sim_agent_new(const char *what)
     // The vector clocks are fixed arrays: an agent past the end would alias
     // another agent's slot and silently hide races, so stop loudly instead.
     if (n_agents >= SIM_MAX_AGENTS) {
-        sim_log("error: more than %d streams + host threads over the process lifetime", SIM_MAX_AGENTS);
+        sim_log("error: more than %d streams + host threads over the process lifetime",
+                SIM_MAX_AGENTS);
         abort();
     }
     agent_what[n_agents] = what;
@@ -37,11 +38,11 @@ int sim_agent_new(const char *what)
 void sim_vc_join(sim_vc_t *dst, const sim_vc_t *src)
 {
     for (int i = 0; i < n_agents; i++)
-        if (src->c[i] > dst->c[i])
-            dst->c[i] = src->c[i];
+        if (src->c[i] > dst->c[i]) dst->c[i] = src->c[i];
 }
 
 static __thread sim_thread_t *cur_thread;
+static sim_thread_t *all_threads[SIM_MAX_AGENTS]; // keeps exited threads' agents reachable
 
 sim_thread_t *sim_thread(void)
 {
@@ -49,13 +50,13 @@ sim_thread_t *sim_thread(void)
     // exits (later accesses are compared against its epochs). Lock held.
     if (!cur_thread) {
         sim_thread_t *t = calloc(1, sizeof *t);
-        if (!t)
-            abort();
+        if (!t) abort();
         t->agent = sim_agent_new("host thread");
         // Epoch 0 means "never accessed": start the host at 1 so its first
         // access is a real epoch other agents can cover.
         t->vc.c[t->agent] = 1;
         cur_thread = t;
+        all_threads[t->agent] = t;
     }
     return cur_thread;
 }
@@ -100,14 +101,12 @@ static size_t seg_find(uint64_t addr)
 
 static void seg_reserve(size_t extra)
 {
-    if (nsegs + extra <= capsegs)
-        return;
+    if (nsegs + extra <= capsegs) return;
     size_t cap = capsegs ? capsegs * 2 : 256;
     while (cap < nsegs + extra)
         cap *= 2;
     hb_seg_t *n = realloc(segs, cap * sizeof *n);
-    if (!n)
-        abort();
+    if (!n) abort();
     segs = n;
     capsegs = cap;
 }
@@ -115,11 +114,9 @@ static void seg_reserve(size_t extra)
 static hb_acc_t *readers_dup(const hb_seg_t *s, uint16_t *cap)
 {
     *cap = 0;
-    if (!s->nreaders)
-        return NULL;
+    if (!s->nreaders) return NULL;
     hb_acc_t *r = malloc(s->nreaders * sizeof *r);
-    if (!r)
-        abort();
+    if (!r) abort();
     memcpy(r, s->readers, s->nreaders * sizeof *r);
     *cap = s->nreaders;
     return r;
@@ -129,8 +126,7 @@ static hb_acc_t *readers_dup(const hb_seg_t *s, uint16_t *cap)
 static void seg_split_at(uint64_t addr)
 {
     size_t i = seg_find(addr);
-    if (i >= nsegs || segs[i].lo >= addr)
-        return;
+    if (i >= nsegs || segs[i].lo >= addr) return;
     seg_reserve(1);
     memmove(&segs[i + 1], &segs[i], (nsegs - i) * sizeof *segs);
     nsegs++;
@@ -151,8 +147,7 @@ static void seg_add_reader(hb_seg_t *s, const hb_acc_t *a)
     if (s->nreaders == s->capreaders) {
         uint16_t cap = s->capreaders ? s->capreaders * 2 : 2;
         hb_acc_t *r = realloc(s->readers, cap * sizeof *r);
-        if (!r)
-            abort();
+        if (!r) abort();
         s->readers = r;
         s->capreaders = cap;
     }
@@ -181,8 +176,8 @@ static void report_race(const hb_acc_t *earlier, const hb_acc_t *later, uint64_t
     fmt_acc(a, sizeof a, earlier);
     fmt_acc(b, sizeof b, later);
     snprintf(line, sizeof line,
-             "race on [0x%llx, 0x%llx) (%llu bytes): %s is not ordered before %s", (unsigned long long)lo,
-             (unsigned long long)hi, (unsigned long long)(hi - lo), a, b);
+             "race on [0x%llx, 0x%llx) (%llu bytes): %s is not ordered before %s",
+             (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)(hi - lo), a, b);
     sim_st.races++;
     sim_set_last_race(line);
     sim_log("%s", line);
@@ -195,11 +190,9 @@ static void report_race(const hb_acc_t *earlier, const hb_acc_t *later, uint64_t
 // --- the check ---------------------------------------------------------------------
 static void hb_check(const hb_acc_t *acc, const sim_vc_t *vc, uint64_t addr, uint64_t bytes)
 {
-    if (!bytes)
-        return;
+    if (!bytes) return;
     uint64_t end = addr + bytes;
-    if (end < addr)
-        end = UINT64_MAX; // a wrapping range: clamp rather than corrupt the array
+    if (end < addr) end = UINT64_MAX; // a wrapping range: clamp rather than corrupt the array
     seg_split_at(addr);
     seg_split_at(end);
 
@@ -210,8 +203,7 @@ static void hb_check(const hb_acc_t *acc, const sim_vc_t *vc, uint64_t addr, uin
     size_t first = i;
     for (; i < nsegs && segs[i].lo < end; i++) {
         hb_seg_t *s = &segs[i];
-        if (raced)
-            break;
+        if (raced) break;
         if (s->has_writer && s->writer.e.agent != acc->e.agent && !sim_vc_covers(vc, s->writer.e)) {
             report_race(&s->writer, acc, s->lo, s->hi);
             raced = true;
@@ -309,4 +301,19 @@ void sim_hb_host_access(uint64_t addr, uint64_t bytes, int mode, const char *wha
         .mode = (uint8_t)mode,
     };
     hb_check(&acc, &t->vc, addr, bytes);
+}
+
+void sim_hb_forget(uint64_t addr, uint64_t bytes)
+{
+    if (!bytes) return;
+    uint64_t end = addr + bytes < addr ? UINT64_MAX : addr + bytes;
+    seg_split_at(addr);
+    seg_split_at(end);
+    size_t i = seg_find(addr), j = i;
+    while (j < nsegs && segs[j].lo < end) {
+        free(segs[j].readers);
+        j++;
+    }
+    memmove(&segs[i], &segs[j], (nsegs - j) * sizeof *segs);
+    nsegs -= j - i;
 }

@@ -61,6 +61,8 @@ void sim_unlock(void);
 // current (live) context, else CUDA_ERROR_INVALID_CONTEXT (none current) or
 // CUDA_ERROR_CONTEXT_IS_DESTROYED. Lock held. (core.c; added by helper A)
 CUresult sim_ctx_check(void);
+// The device's primary context (pointer attribute CONTEXT). (core.c; helper A)
+CUcontext sim_primary_ctx(void);
 // The last race's description, kept in core.c so simLastRace works whatever
 // hb.c does: hb.c calls sim_set_last_race with the text it printed. Lock held.
 void sim_set_last_race(const char *text);
@@ -116,6 +118,9 @@ struct CUstream_st {
     sim_vc_t vc;
     CUstreamCaptureStatus capture;
     sim_graph_t *graph; // while capturing
+    // (helper B, additive) captured work on a stream that joined another
+    // stream's capture, not yet joined back into the origin stream
+    bool cap_pending;
 };
 #define SIM_STREAM_MAGIC 0x5354524du
 typedef struct CUstream_st sim_stream_t;
@@ -127,6 +132,9 @@ struct CUevent_st {
     uint64_t time_ns;  // completion time of the last record
     sim_vc_t vc;
     uint32_t stream_id;
+    // (helper B, additive) last recorded inside this capture (NULL: a real
+    // record or none); a wait on it joins the waiting stream to the capture
+    sim_graph_t *cap_graph;
 };
 #define SIM_EVENT_MAGIC 0x45564e54u
 
@@ -167,6 +175,13 @@ void sim_device_sync(void);
 enum sim_hb_mode { SIM_HB_READ = 1, SIM_HB_WRITE = 2, SIM_HB_FREE = 3 };
 void sim_hb_access(const sim_op_t *op, uint64_t addr, uint64_t bytes, int mode);
 void sim_hb_host_access(uint64_t addr, uint64_t bytes, int mode, const char *what);
+// Drop the history of a range that gets a new owner (a fresh allocation or
+// mapping; added by helper B, for mem.c). Without it, memory freed by one
+// host thread and handed to another would race with the old free, because
+// the allocator's own lock is an ordering the checker cannot see. Nothing is
+// lost: a use of the old owner after its free is a fault, and an unfinished
+// use at free time was already reported by the free.
+void sim_hb_forget(uint64_t addr, uint64_t bytes);
 
 // --- memory (mem.c) -----------------------------------------------------------------
 typedef enum sim_memkind_e {
@@ -236,6 +251,8 @@ struct sim_graph_s {
     uint32_t magic; // SIM_GRAPH_MAGIC
     sim_node_t *nodes;
     size_t n, cap;
+    sim_stream_t *origin; // the stream that began the capture
+    bool capturing;       // capture still open
 };
 #define SIM_GRAPH_MAGIC 0x47525048u
 // The stream's capture graph when it is actively capturing (NULL otherwise),

@@ -1,1 +1,1257 @@
 // SPDX-License-Identifier: MIT
+// Simulated device memory: one reserved region of host address space in
+// which device pointers are host addresses, so a kernel's host function can
+// dereference them and a touch of what is not mapped faults.
+//
+//  - lower half: cuMemAlloc and cuMemAllocAsync (pool) allocations;
+//  - upper half: cuMemAddressReserve ranges, backed by cuMemCreate handles
+//    (offsets in one memfd, so contents belong to the handle, not the VA).
+// Capacity counts physical bytes: plain and pool allocations rounded up to
+// 4 KiB pages (the unit the simulator can protect), cuMemCreate handles at
+// their size (a multiple of 2 MiB).
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include "internal.h"
+
+#define SIM_RET(e) do { CUresult r_ = (e); sim_leave(); return r_; } while (0)
+#define PAGE 4096ull
+
+static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+// --- growable sorted arrays ------------------------------------------------------------
+// Tables are small (thousands of entries at most in the workloads); sorted
+// arrays with binary search keep lookups O(log n) and the code obvious.
+typedef struct range_s {
+    uint64_t addr, size;
+} range_t;
+
+typedef struct arena_s {
+    uint64_t base, end, bump; // fresh space above bump is preferred
+    range_t *free;            // freed ranges below bump, sorted, coalesced
+    size_t nfree, capfree;
+} arena_t;
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return p;
+    size_t n = *cap ? *cap * 2 : 64;
+    while (n < need)
+        n *= 2;
+    void *q = realloc(p, n * elem);
+    if (!q) {
+        sim_log("error: out of host memory for simulator tables");
+        abort();
+    }
+    *cap = n;
+    return q;
+}
+
+static void arena_init(arena_t *a, uint64_t base, uint64_t end)
+{
+    memset(a, 0, sizeof *a);
+    a->base = a->bump = base;
+    a->end = end;
+}
+
+static void arena_put(arena_t *a, uint64_t addr, uint64_t size)
+{
+    size_t lo = 0, hi = a->nfree;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (a->free[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    // coalesce with neighbours
+    bool left = lo > 0 && a->free[lo - 1].addr + a->free[lo - 1].size == addr;
+    bool right = lo < a->nfree && addr + size == a->free[lo].addr;
+    if (left && right) {
+        a->free[lo - 1].size += size + a->free[lo].size;
+        memmove(&a->free[lo], &a->free[lo + 1], (a->nfree - lo - 1) * sizeof(range_t));
+        a->nfree--;
+    } else if (left) {
+        a->free[lo - 1].size += size;
+    } else if (right) {
+        a->free[lo].addr = addr;
+        a->free[lo].size += size;
+    } else {
+        a->free = grow(a->free, &a->capfree, a->nfree + 1, sizeof(range_t));
+        memmove(&a->free[lo + 1], &a->free[lo], (a->nfree - lo) * sizeof(range_t));
+        a->free[lo] = (range_t){addr, size};
+        a->nfree++;
+    }
+}
+
+// Take [addr, addr+size) out of free range i (which contains it).
+static void arena_split(arena_t *a, size_t i, uint64_t addr, uint64_t size)
+{
+    range_t r = a->free[i];
+    memmove(&a->free[i], &a->free[i + 1], (a->nfree - i - 1) * sizeof(range_t));
+    a->nfree--;
+    if (addr > r.addr)
+        arena_put(a, r.addr, addr - r.addr);
+    if (addr + size < r.addr + r.size)
+        arena_put(a, addr + size, r.addr + r.size - (addr + size));
+}
+
+// Fresh space first, so a freed address is not handed out again soon: a
+// use-after-free then faults instead of reading someone else's buffer. Freed
+// space is reused (first fit) only once fresh space runs out.
+static uint64_t arena_get(arena_t *a, uint64_t size, uint64_t align)
+{
+    uint64_t at = round_up(a->bump, align);
+    if (at >= a->bump && at + size <= a->end && at + size > at) {
+        if (at > a->bump)
+            arena_put(a, a->bump, at - a->bump);
+        a->bump = at + size;
+        return at;
+    }
+    for (size_t i = 0; i < a->nfree; i++) {
+        uint64_t s = round_up(a->free[i].addr, align);
+        if (s + size <= a->free[i].addr + a->free[i].size) {
+            arena_split(a, i, s, size);
+            return s;
+        }
+    }
+    return 0;
+}
+
+// Exact placement (cuMemAddressReserve's address hint); 0 when not free.
+static uint64_t arena_get_at(arena_t *a, uint64_t addr, uint64_t size)
+{
+    if (addr < a->base || addr + size > a->end || addr + size < addr)
+        return 0;
+    if (addr >= a->bump) {
+        if (addr > a->bump)
+            arena_put(a, a->bump, addr - a->bump);
+        a->bump = addr + size;
+        return addr;
+    }
+    for (size_t i = 0; i < a->nfree; i++)
+        if (a->free[i].addr <= addr && addr + size <= a->free[i].addr + a->free[i].size) {
+            arena_split(a, i, addr, size);
+            return addr;
+        }
+    return 0;
+}
+
+// --- records ----------------------------------------------------------------------------
+enum rec_type {
+    REC_ALLOC = 1, // cuMemAlloc
+    REC_ASYNC,     // cuMemAllocAsync
+    REC_MAP,       // cuMemMap of a handle
+    REC_RESERVE,   // cuMemAddressReserve
+    REC_HOSTALLOC, // cuMemHostAlloc / cuMemAllocHost
+    REC_HOSTREG,   // cuMemHostRegister
+};
+
+static const char *rec_name(int t)
+{
+    switch (t) {
+    case REC_ALLOC: return "cuMemAlloc buffer";
+    case REC_ASYNC: return "cuMemAllocAsync buffer";
+    case REC_MAP: return "VMM mapping";
+    case REC_RESERVE: return "cuMemAddressReserve range";
+    case REC_HOSTALLOC: return "cuMemHostAlloc buffer";
+    case REC_HOSTREG: return "cuMemHostRegister range";
+    default: return "range";
+    }
+}
+
+typedef struct handle_s handle_t;
+
+typedef struct rec_s {
+    uint64_t addr, size; // size: the VA span (page-rounded for allocations)
+    uint64_t req;        // bytes asked for
+    uint64_t id;         // buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID)
+    int type;
+    int access;          // REC_MAP: CUmemAccess_flags in force
+    unsigned flags;      // host allocations: cuMemHostAlloc / Register flags
+    handle_t *h;         // REC_MAP
+} rec_t;
+
+typedef struct table_s {
+    rec_t *v;
+    size_t n, cap;
+} table_t;
+
+static table_t t_dev;  // allocations and VMM mappings (never overlap)
+static table_t t_res;  // reservations
+static table_t t_host; // pinned host memory
+
+// Index of the last record with addr <= a (or n when none).
+static size_t tab_floor(const table_t *t, uint64_t a)
+{
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->v[mid].addr <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? lo - 1 : t->n;
+}
+
+static rec_t *tab_find(const table_t *t, uint64_t a)
+{
+    size_t i = tab_floor(t, a);
+    if (i < t->n && a < t->v[i].addr + t->v[i].size)
+        return &t->v[i];
+    return NULL;
+}
+
+static rec_t *tab_insert(table_t *t, const rec_t *r)
+{
+    t->v = grow(t->v, &t->cap, t->n + 1, sizeof(rec_t));
+    size_t i = tab_floor(t, r->addr);
+    i = (i == t->n) ? 0 : i + 1;
+    memmove(&t->v[i + 1], &t->v[i], (t->n - i) * sizeof(rec_t));
+    t->v[i] = *r;
+    t->n++;
+    return &t->v[i];
+}
+
+static void tab_remove(table_t *t, rec_t *r)
+{
+    size_t i = (size_t)(r - t->v);
+    memmove(&t->v[i], &t->v[i + 1], (t->n - i - 1) * sizeof(rec_t));
+    t->n--;
+}
+
+// Does any record of t overlap [a, a+size)?
+static bool tab_overlaps(const table_t *t, uint64_t a, uint64_t size)
+{
+    size_t i = tab_floor(t, a);
+    if (i < t->n && a < t->v[i].addr + t->v[i].size)
+        return true;
+    size_t j = (i == t->n) ? 0 : i + 1;
+    return j < t->n && t->v[j].addr < a + size;
+}
+
+// --- history: what an address last belonged to --------------------------------------------
+#define HIST 1024
+typedef struct hist_s {
+    uint64_t addr, size, id;
+    int type;
+    const char *how; // "freed", "freed (stream-ordered)", "unmapped", ...
+} hist_t;
+static hist_t hist[HIST];
+static uint64_t nhist;
+
+static void hist_push(const rec_t *r, const char *how)
+{
+    hist[nhist % HIST] = (hist_t){r->addr, r->size, r->id, r->type, how};
+    nhist++;
+}
+
+// --- state -------------------------------------------------------------------------------------
+static uint64_t region_base, region_end;
+static arena_t ar_alloc, ar_vmm, ar_phys;
+static int phys_fd = -1;
+static uint64_t cur_bytes, peak_bytes;
+static uint64_t next_id = 1;
+
+struct handle_s {
+    uint64_t id;
+    uint64_t size, off; // offset in phys_fd
+    int refs;           // create + retains - releases
+    int maps;           // live mappings
+};
+static handle_t **handles; // index id-1; NULL once freed
+static size_t nhandles, caphandles;
+
+// Async pool: blocks freed by cuMemFreeAsync, reusable by a later
+// cuMemAllocAsync ordered after the free.
+typedef struct pool_blk_s {
+    uint64_t addr, size;
+    sim_epoch_t freed;
+} pool_blk_t;
+static pool_blk_t *pool;
+static size_t npool, cappool;
+
+bool sim_mem_in_region(uint64_t addr) { return addr >= region_base && addr < region_end; }
+uint64_t sim_mem_current_bytes(void) { return cur_bytes; }
+uint64_t sim_mem_peak_bytes(void) { return peak_bytes; }
+void sim_mem_reset_peak(void) { peak_bytes = cur_bytes; }
+
+static bool cap_take(uint64_t n)
+{
+    if (n > sim_cfg.capacity || cur_bytes > sim_cfg.capacity - n)
+        return false;
+    cur_bytes += n;
+    if (cur_bytes > peak_bytes)
+        peak_bytes = cur_bytes;
+    return true;
+}
+
+static void cap_give(uint64_t n) { cur_bytes -= n; }
+
+// Replace [a, a+n) with a fresh inaccessible, never-committed mapping: the
+// old contents are gone (a later allocation there reads zeros, and an access
+// faults until it is handed out again).
+static void va_discard(uint64_t a, uint64_t n)
+{
+    void *p = mmap((void *)a, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+        sim_log("error: mmap(PROT_NONE) over 0x%llx+%llu failed: %s", (unsigned long long)a,
+                (unsigned long long)n, strerror(errno));
+        abort();
+    }
+}
+
+static void va_protect(uint64_t a, uint64_t n, int prot)
+{
+    if (mprotect((void *)a, n, prot) != 0) {
+        sim_log("error: mprotect 0x%llx+%llu failed: %s", (unsigned long long)a,
+                (unsigned long long)n, strerror(errno));
+        abort();
+    }
+}
+
+// --- faults -----------------------------------------------------------------------------------
+static __thread const sim_op_t *tl_fault_op;
+
+void sim_fault_set_current(const sim_op_t *op) { tl_fault_op = op; }
+
+static void fault_handler(int sig, siginfo_t *si, void *uc);
+
+static void install_handler(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = fault_handler;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, NULL);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
+// A touch of the device region that the table did not catch first: a kernel
+// body touching memory it did not declare, or the host dereferencing a device
+// pointer (a segfault on a real machine too). Both get the diagnostic and the
+// documented exit status; faults elsewhere are not ours: default action.
+static void fault_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    uint64_t a = (uint64_t)(uintptr_t)si->si_addr;
+    if (region_base && sim_mem_in_region(a)) {
+        const sim_op_t *op = tl_fault_op;
+        if (op)
+            sim_fault(op->what, op->kernel, op->stream, a, 0);
+        sim_fault("host access", NULL, NULL, a, 0);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void sim_mem_describe(uint64_t addr, char *buf, size_t len)
+{
+    rec_t *r = tab_find(&t_dev, addr);
+    if (!r)
+        r = tab_find(&t_host, addr);
+    if (r) {
+        const char *state = "";
+        if (r->type == REC_MAP)
+            state = r->access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? ", access read-write"
+                    : r->access == CU_MEM_ACCESS_FLAGS_PROT_READ    ? ", access read-only"
+                                                                    : ", mapped but access not set";
+        snprintf(buf, len, "%s #%llu 0x%llx+%llu (offset %llu)%s", rec_name(r->type),
+                 (unsigned long long)r->id, (unsigned long long)r->addr,
+                 (unsigned long long)r->req, (unsigned long long)(addr - r->addr), state);
+        return;
+    }
+    // Most recent history entry that held the address.
+    const hist_t *h = NULL;
+    uint64_t lo = nhist > HIST ? nhist - HIST : 0;
+    for (uint64_t i = nhist; i > lo; i--) {
+        const hist_t *e = &hist[(i - 1) % HIST];
+        if (addr >= e->addr && addr < e->addr + e->size) {
+            h = e;
+            break;
+        }
+    }
+    rec_t *res = tab_find(&t_res, addr);
+    char last[256] = "";
+    if (h)
+        snprintf(last, sizeof last, "%s #%llu 0x%llx+%llu (offset %llu), %s", rec_name(h->type),
+                 (unsigned long long)h->id, (unsigned long long)h->addr,
+                 (unsigned long long)h->size, (unsigned long long)(addr - h->addr), h->how);
+    if (res)
+        snprintf(buf, len, "inside %s #%llu 0x%llx+%llu, not mapped%s%s", rec_name(REC_RESERVE),
+                 (unsigned long long)res->id, (unsigned long long)res->addr,
+                 (unsigned long long)res->size, h ? "; last: " : "", last);
+    else if (h)
+        snprintf(buf, len, "no live allocation; last: %s", last);
+    else if (sim_mem_in_region(addr))
+        snprintf(buf, len, "never allocated device address");
+    else
+        snprintf(buf, len, "not device memory");
+}
+
+void sim_fault(const char *what, const char *kernel, const sim_stream_t *s, uint64_t addr,
+               uint64_t bytes)
+{
+    char desc[512];
+    sim_mem_describe(addr, desc, sizeof desc);
+    char sid[24];
+    if (s)
+        snprintf(sid, sizeof sid, "%u", s->id);
+    else
+        snprintf(sid, sizeof sid, "host");
+    sim_st.faults++;
+    sim_log("FAULT: %s kernel=%s stream=%s address=0x%llx (+%llu bytes): %s", what ? what : "?",
+            kernel ? kernel : "-", sid, (unsigned long long)addr, (unsigned long long)bytes, desc);
+    sim_exit_line();
+    _exit(SIM_EXIT_FAULT);
+}
+
+// --- classification ----------------------------------------------------------------------------
+sim_memkind_t sim_mem_classify(uint64_t addr, uint64_t bytes)
+{
+    uint64_t end = addr + (bytes ? bytes : 1);
+    if (end < addr)
+        return SIM_MEM_INACCESSIBLE;
+    if (sim_mem_in_region(addr) || (addr < region_base && end > region_base)) {
+        // Walk the contiguous accessible records covering [addr, end): VMM
+        // users map handle after handle and access across them.
+        uint64_t at = addr;
+        while (at < end) {
+            rec_t *r = tab_find(&t_dev, at);
+            if (!r || (r->type == REC_MAP && r->access == 0))
+                return SIM_MEM_INACCESSIBLE;
+            at = r->addr + r->size;
+        }
+        return SIM_MEM_DEVICE;
+    }
+    rec_t *r = tab_find(&t_host, addr);
+    if (r && end <= r->addr + r->size)
+        return SIM_MEM_PINNED;
+    return SIM_MEM_PAGEABLE;
+}
+
+// --- region ------------------------------------------------------------------------------------
+void sim_mem_init(void)
+{
+    // 1 TiB of address space, nothing committed; smaller if the system
+    // refuses (a ulimit -v, say).
+    static const uint64_t sizes[] = {1ull << 40, 256ull << 30, 64ull << 30, 16ull << 30};
+    void *p = MAP_FAILED;
+    uint64_t size = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && p == MAP_FAILED; i++) {
+        size = sizes[i];
+        p = mmap(NULL, size + SIM_GRANULE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+    }
+    if (p == MAP_FAILED) {
+        sim_log("error: cannot reserve the device address region: %s", strerror(errno));
+        abort();
+    }
+    // Align to the granule (trim the slack) so VMM addresses are aligned.
+    uint64_t base = round_up((uint64_t)(uintptr_t)p, SIM_GRANULE);
+    if (base > (uint64_t)(uintptr_t)p)
+        munmap(p, base - (uint64_t)(uintptr_t)p);
+    uint64_t tail = (uint64_t)(uintptr_t)p + size + SIM_GRANULE - (base + size);
+    if (tail)
+        munmap((void *)(base + size), tail);
+    region_base = base;
+    region_end = base + size;
+    arena_init(&ar_alloc, base, base + size / 2);
+    arena_init(&ar_vmm, base + size / 2, region_end);
+    // Physical memory of cuMemCreate handles: one sparse memfd, carved into
+    // offsets; pages exist only once touched, and are punched out on free.
+    phys_fd = memfd_create("simgpu-phys", MFD_CLOEXEC);
+    if (phys_fd < 0 || ftruncate(phys_fd, (off_t)size) != 0) {
+        sim_log("error: memfd for simulated physical memory: %s", strerror(errno));
+        abort();
+    }
+    arena_init(&ar_phys, SIM_GRANULE, size); // offset 0 would read as "none"
+    install_handler();
+}
+
+// --- cuMemAlloc / cuMemFree ----------------------------------------------------------------
+// CUDA guarantees at least 256-byte alignment; pages give 4 KiB.
+static CUresult alloc_plain(CUdeviceptr *dptr, size_t bytesize, int type, uint64_t addr_hint)
+{
+    uint64_t span = round_up(bytesize, PAGE);
+    if (!cap_take(span))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t a = addr_hint ? addr_hint : arena_get(&ar_alloc, span, PAGE);
+    if (!a) {
+        cap_give(span);
+        return CUDA_ERROR_OUT_OF_MEMORY; // address space exhausted
+    }
+    va_protect(a, span, PROT_READ | PROT_WRITE);
+    rec_t r = {.addr = a, .size = span, .req = bytesize, .id = next_id++, .type = type};
+    tab_insert(&t_dev, &r);
+    sim_st.alloc_calls++;
+    *dptr = (CUdeviceptr)a;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    if (!dptr || bytesize == 0)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    sim_host_advance(sim_cfg.alloc_ns);
+    SIM_RET(alloc_plain(dptr, bytesize, REC_ALLOC, 0));
+}
+
+// Drop a live allocation record: contents discarded, VA returned.
+static void free_record(rec_t *rec, const char *how, bool to_arena)
+{
+    rec_t r = *rec;
+    tab_remove(&t_dev, rec);
+    va_discard(r.addr, r.size);
+    cap_give(r.size);
+    hist_push(&r, how);
+    if (to_arena)
+        arena_put(&ar_alloc, r.addr, r.size);
+}
+
+static rec_t *find_alloc(uint64_t p)
+{
+    rec_t *rec = tab_find(&t_dev, p);
+    if (!rec || rec->addr != p || (rec->type != REC_ALLOC && rec->type != REC_ASYNC))
+        return NULL;
+    return rec;
+}
+
+SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    // cuMemFree(0): stricter than cudaFree(NULL) (a no-op); the driver call
+    // has no such documented exception.
+    rec_t *rec = find_alloc(dptr);
+    if (!rec)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE); // unknown, interior or already freed
+    sim_host_advance(sim_cfg.free_ns);
+    if (rec->type == REC_ALLOC) {
+        // cuda_runtime_api.h: cudaFree "may perform implicit
+        // synchronization", and real drivers do for plain memory (PyTorch
+        // relies on it, DESIGN.md): the host waits for the whole device.
+        sim_device_sync();
+        rec = find_alloc(dptr);
+    }
+    // Memory from cuMemAllocAsync freed here: no implicit sync (the caller
+    // must have ordered every access before), so the checker judges it.
+    sim_hb_host_access(dptr, rec->size, SIM_HB_FREE, "cuMemFree");
+    free_record(rec, "freed (cuMemFree)", true);
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    rec_t *rec = tab_find(&t_dev, dptr);
+    if (!rec)
+        SIM_RET(CUDA_ERROR_NOT_FOUND);
+    if (pbase)
+        *pbase = rec->addr;
+    if (psize)
+        *psize = rec->type == REC_MAP ? rec->size : rec->req;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+// --- stream-ordered allocation ------------------------------------------------------------
+// Capacity: a pool block counts from cuMemAllocAsync until its free is
+// enqueued (real pools keep freed memory until a sync point trims them; we
+// release at once, the lower bound, so "fits with aoshim" is not flattered by
+// the pool holding memory aoshim already gave back... and a test of peak
+// memory sees the program's own footprint).
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool ptds)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    if (!dptr || bytesize == 0)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    sim_stream_t *s = sim_stream_resolve(h, ptds, &r);
+    if (!s)
+        SIM_RET(r);
+    uint64_t span = round_up(bytesize, PAGE);
+    if (!cap_take(span))
+        SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    // While capturing, sim_op_begin refuses (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+    // and invalidates the capture: real CUDA would record an allocation node;
+    // graph allocations are not modelled (a stricter simplification).
+    sim_op_t op;
+    r = sim_op_begin(&op, s, SIM_ENG_NONE, 0, "cuMemAllocAsync", NULL);
+    if (r) {
+        cap_give(span);
+        SIM_RET(r);
+    }
+    // Reuse a freed block only when its free is ordered before this
+    // allocation (same stream, or joined by events / host sync), as real
+    // pools do by following event dependencies; otherwise fresh space, so a
+    // missing dependency shows up as a race or fault, not as shared memory.
+    uint64_t a = 0;
+    for (size_t i = 0; i < npool; i++) {
+        if (pool[i].size < span || !sim_vc_covers(op.vc, pool[i].freed))
+            continue;
+        a = pool[i].addr;
+        if (pool[i].size > span) {
+            pool[i].addr += span;
+            pool[i].size -= span;
+        } else {
+            pool[i] = pool[--npool];
+        }
+        break;
+    }
+    if (!a)
+        a = arena_get(&ar_alloc, span, PAGE);
+    if (!a) {
+        cap_give(span);
+        SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    cap_give(span); // alloc_plain takes it again
+    r = alloc_plain(dptr, bytesize, REC_ASYNC, a);
+    SIM_RET(r);
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptds)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    rec_t *rec = find_alloc(dptr);
+    if (!rec)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    sim_stream_t *s = sim_stream_resolve(h, ptds, &r);
+    if (!s)
+        SIM_RET(r);
+    // While capturing, sim_op_begin refuses (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+    // and invalidates the capture: real CUDA would record a free node; graph
+    // allocations are not modelled (a stricter simplification).
+    sim_op_t op;
+    r = sim_op_begin(&op, s, SIM_ENG_NONE, 0, "cuMemFreeAsync", NULL);
+    if (r)
+        SIM_RET(r);
+    rec = find_alloc(dptr);
+    sim_hb_access(&op, dptr, rec->size, SIM_HB_FREE);
+    uint64_t a = rec->addr, n = rec->size;
+    // Effects run in program order: every op enqueued before the free has
+    // already run, so the block can go inaccessible now; a later use faults.
+    free_record(rec, "freed (cuMemFreeAsync)", false);
+    pool = grow(pool, &cappool, npool + 1, sizeof *pool);
+    pool[npool++] = (pool_blk_t){a, n, op.epoch};
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, hStream, false);
+}
+SIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+SIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, hStream, true);
+}
+SIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(dptr, hStream, false);
+}
+SIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+SIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(dptr, hStream, true);
+}
+
+// --- virtual memory management ------------------------------------------------------------
+static bool prop_ok(const CUmemAllocationProp *prop, CUresult *err)
+{
+    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+        *err = CUDA_ERROR_INVALID_VALUE;
+        return false;
+    }
+    if (prop->location.id != 0) {
+        *err = CUDA_ERROR_INVALID_DEVICE;
+        return false;
+    }
+    return true;
+}
+
+SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                                  CUmemAllocationGranularity_flags option)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+                         option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!prop_ok(prop, &r))
+        SIM_RET(r);
+    *granularity = SIM_GRANULE;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+static handle_t *handle_get(CUmemGenericAllocationHandle h)
+{
+    if (h == 0 || h > nhandles)
+        return NULL;
+    return handles[h - 1];
+}
+
+// Physical memory goes when the handle is released and no longer mapped.
+static void handle_maybe_free(handle_t *h)
+{
+    if (h->refs > 0 || h->maps > 0)
+        return;
+    // Give the pages back to the system (no-data runs never touched them).
+    fallocate(phys_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)h->off, (off_t)h->size);
+    arena_put(&ar_phys, h->off, h->size);
+    cap_give(h->size);
+    handles[h->id - 1] = NULL;
+    free(h);
+}
+
+SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                                const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    if (!handle || flags != 0 || size == 0 || size % SIM_GRANULE)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!prop_ok(prop, &r))
+        SIM_RET(r);
+    // Shareable handle types are not modelled (the device attribute says
+    // POSIX fds are unsupported): refuse rather than pretend.
+    if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
+        SIM_RET(CUDA_ERROR_NOT_SUPPORTED);
+    sim_st.mem_create_calls++;
+    sim_host_advance(sim_cfg.mem_create_ns * (size / SIM_GRANULE));
+    if (!cap_take(size))
+        SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    uint64_t off = arena_get(&ar_phys, size, SIM_GRANULE);
+    handle_t *h = calloc(1, sizeof *h);
+    if (!off || !h) {
+        if (off)
+            arena_put(&ar_phys, off, size);
+        free(h);
+        cap_give(size);
+        SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    handles = grow(handles, &caphandles, nhandles + 1, sizeof *handles);
+    handles[nhandles++] = h;
+    *h = (handle_t){.id = nhandles, .size = size, .off = off, .refs = 1};
+    *handle = h->id;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    handle_t *h = handle_get(handle);
+    if (!h || h->refs <= 0)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    sim_host_advance(sim_cfg.release_ns);
+    h->refs--;
+    handle_maybe_free(h);
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    rec_t *rec = tab_find(&t_dev, (uint64_t)(uintptr_t)addr);
+    if (!handle || !rec || rec->type != REC_MAP)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    rec->h->refs++;
+    *handle = rec->h->id;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                           CUmemGenericAllocationHandle handle)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if (!prop || !handle_get(handle))
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = 0;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                        CUdeviceptr addr, unsigned long long flags)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if (!ptr || size == 0 || size % SIM_GRANULE || flags != 0 ||
+        (alignment & (alignment - 1)) != 0)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (alignment < SIM_GRANULE)
+        alignment = SIM_GRANULE;
+    sim_st.address_reserve_calls++;
+    sim_host_advance(sim_cfg.reserve_ns);
+    uint64_t a = 0;
+    // The address is a hint: honoured when that range is free and aligned.
+    if (addr && addr % alignment == 0)
+        a = arena_get_at(&ar_vmm, addr, size);
+    if (!a)
+        a = arena_get(&ar_vmm, size, alignment);
+    if (!a)
+        SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    rec_t rec = {.addr = a, .size = size, .req = size, .id = next_id++, .type = REC_RESERVE};
+    tab_insert(&t_res, &rec);
+    *ptr = a;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    rec_t *res = tab_find(&t_res, ptr);
+    if (!res || res->addr != ptr || res->size != size)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    // Freeing a range that still has mappings: refused (stricter; the real
+    // driver's behaviour is not documented and it is always a bug).
+    if (tab_overlaps(&t_dev, ptr, size))
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    rec_t copy = *res;
+    tab_remove(&t_res, res);
+    hist_push(&copy, "address range freed");
+    arena_put(&ar_vmm, copy.addr, copy.size);
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                             CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    handle_t *h = handle_get(handle);
+    if (!h || h->refs <= 0)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE); // unknown or already released
+    // cuda.h: ptr, size and offset multiples of the granularity, and offset
+    // "currently must be zero"; flags must be zero.
+    if (flags != 0 || size == 0 || ptr % SIM_GRANULE || size % SIM_GRANULE || offset != 0 ||
+        size > h->size)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    // Only on reserved VA, and not over an existing mapping.
+    rec_t *res = tab_find(&t_res, ptr);
+    if (!res || ptr + size > res->addr + res->size || tab_overlaps(&t_dev, ptr, size))
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    sim_host_advance(sim_cfg.mem_map_ns);
+    // Shared mapping of the handle's pages: contents belong to the handle
+    // and follow it to any VA. No access until cuMemSetAccess.
+    void *p = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, phys_fd,
+                   (off_t)(h->off + offset));
+    if (p == MAP_FAILED) {
+        sim_log("error: mmap of handle %llu at 0x%llx failed: %s", (unsigned long long)handle,
+                (unsigned long long)ptr, strerror(errno));
+        abort();
+    }
+    h->maps++;
+    sim_st.map_calls++;
+    rec_t rec = {.addr = ptr, .size = size, .req = size, .id = next_id++, .type = REC_MAP, .h = h};
+    tab_insert(&t_dev, &rec);
+    SIM_RET(CUDA_SUCCESS);
+}
+
+// [ptr, ptr+size) exactly covered by whole mappings: first index, count.
+static bool cover_mappings(uint64_t ptr, uint64_t size, size_t *first, size_t *count)
+{
+    rec_t *r0 = tab_find(&t_dev, ptr);
+    if (!r0 || r0->type != REC_MAP || r0->addr != ptr)
+        return false;
+    size_t i = (size_t)(r0 - t_dev.v), n = 0;
+    uint64_t at = ptr;
+    while (at < ptr + size) {
+        if (i + n >= t_dev.n || t_dev.v[i + n].addr != at || t_dev.v[i + n].type != REC_MAP)
+            return false;
+        at += t_dev.v[i + n].size;
+        n++;
+    }
+    if (at != ptr + size)
+        return false;
+    *first = i;
+    *count = n;
+    return true;
+}
+
+SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                                   size_t count)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if (!desc || count == 0 || size == 0)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    int flags = -1;
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+            SIM_RET(CUDA_ERROR_INVALID_VALUE);
+        if (desc[i].location.id != 0)
+            SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+        if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+            desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+            desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            SIM_RET(CUDA_ERROR_INVALID_VALUE);
+        flags = (int)desc[i].flags;
+    }
+    // The whole range must be mapped; setting access over part of one
+    // mapping is refused (stricter: real drivers may allow it; the shim
+    // always sets access over whole mapped ranges).
+    size_t first, n;
+    if (!cover_mappings(ptr, size, &first, &n))
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    sim_st.set_access_calls++;
+    sim_host_advance(sim_cfg.set_access_ns);
+    int prot = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+               : flags == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
+                                                           : PROT_NONE;
+    va_protect(ptr, size, prot);
+    for (size_t i = 0; i < n; i++)
+        t_dev.v[first + i].access = flags;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
+                                   CUdeviceptr ptr)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if (!flags || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    rec_t *rec = tab_find(&t_dev, ptr);
+    if (!rec || rec->type != REC_MAP)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    *flags = location->id == 0 ? (unsigned long long)rec->access : 0;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if (size == 0 || ptr % SIM_GRANULE || size % SIM_GRANULE)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    // cuda.h: the range must be the entire range that was mapped (here:
+    // one or more whole, adjacent mappings).
+    size_t first, n;
+    if (!cover_mappings(ptr, size, &first, &n))
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    // cuMemUnmap does not wait for kernels still using the range: unmapping
+    // under a not-yet-known-complete kernel kills a real GPU. The checker
+    // sees it as a host FREE unordered with that kernel's access.
+    sim_hb_host_access(ptr, size, SIM_HB_FREE, "cuMemUnmap");
+    sim_st.unmap_calls++;
+    sim_host_advance(sim_cfg.unmap_ns);
+    va_discard(ptr, size);
+    for (size_t k = 0; k < n; k++) {
+        rec_t rec = t_dev.v[first];
+        tab_remove(&t_dev, &t_dev.v[first]);
+        hist_push(&rec, "unmapped");
+        rec.h->maps--;
+        handle_maybe_free(rec.h);
+    }
+    SIM_RET(CUDA_SUCCESS);
+}
+
+// --- pinned host memory -----------------------------------------------------------------------
+static void pin_charge(uint64_t bytes)
+{
+    sim_st.pin_calls++;
+    sim_st.pinned_bytes += bytes;
+    sim_host_advance((uint64_t)(sim_cfg.pin_ns_per_byte * (double)bytes));
+}
+
+// cuMemAllocHost shares the body through this static function, not by
+// calling the exported cuMemHostAlloc: that call would go through the PLT
+// and an interposer hooking cuMemHostAlloc would count one pinning twice.
+static CUresult host_alloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    if (!pp || bytesize == 0 ||
+        (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                             CU_MEMHOSTALLOC_WRITECOMBINED)))
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    uint64_t span = round_up(bytesize, PAGE);
+    // Outside the device region (the kernel will not place it inside: the
+    // region is mapped). NORESERVE so no-data runs pin terabytes for free.
+    void *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    pin_charge(span);
+    rec_t rec = {.addr = (uint64_t)(uintptr_t)p, .size = span, .req = bytesize, .id = next_id++,
+                 .type = REC_HOSTALLOC, .flags = Flags};
+    tab_insert(&t_host, &rec);
+    *pp = p;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    return host_alloc(pp, bytesize, Flags);
+}
+
+SIM_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    return host_alloc(pp, bytesize, 0);
+}
+
+SIM_EXPORT CUresult cuMemFreeHost(void *p)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    rec_t *rec = tab_find(&t_host, (uint64_t)(uintptr_t)p);
+    if (!rec || rec->addr != (uint64_t)(uintptr_t)p || rec->type != REC_HOSTALLOC)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    // Freeing pinned memory a copy still uses: not documented to wait, so
+    // the checker judges it (stricter than drivers that happen to sync).
+    sim_hb_host_access(rec->addr, rec->size, SIM_HB_FREE, "cuMemFreeHost");
+    rec_t copy = *rec;
+    tab_remove(&t_host, rec);
+    hist_push(&copy, "freed (cuMemFreeHost)");
+    munmap(p, copy.size);
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    if (!p || bytesize == 0 || a + bytesize < a ||
+        (Flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                             CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)))
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (sim_mem_in_region(a) || sim_mem_in_region(a + bytesize - 1))
+        SIM_RET(CUDA_ERROR_INVALID_VALUE); // device memory is not host memory
+    if (tab_overlaps(&t_host, a, bytesize))
+        SIM_RET(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    pin_charge(bytesize);
+    rec_t rec = {.addr = a, .size = bytesize, .req = bytesize, .id = next_id++,
+                 .type = REC_HOSTREG, .flags = Flags};
+    tab_insert(&t_host, &rec);
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemHostUnregister(void *p)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    rec_t *rec = tab_find(&t_host, (uint64_t)(uintptr_t)p);
+    if (!rec || rec->addr != (uint64_t)(uintptr_t)p || rec->type != REC_HOSTREG)
+        SIM_RET(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    sim_hb_host_access(rec->addr, rec->size, SIM_HB_FREE, "cuMemHostUnregister");
+    rec_t copy = *rec;
+    tab_remove(&t_host, rec);
+    hist_push(&copy, "unregistered");
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    if (!pdptr || Flags != 0 || !tab_find(&t_host, (uint64_t)(uintptr_t)p))
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    *pdptr = (CUdeviceptr)(uintptr_t)p; // unified addressing: same address
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if ((r = sim_ctx_check()))
+        SIM_RET(r);
+    rec_t *rec = tab_find(&t_host, (uint64_t)(uintptr_t)p);
+    if (!pFlags || !rec || rec->type != REC_HOSTALLOC)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    *pFlags = rec->flags;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+// --- pointer attributes ------------------------------------------------------------------------
+// Fills one attribute; false when it does not apply (CUDA_ERROR_INVALID_VALUE
+// for cuPointerGetAttribute).
+static bool pointer_attr(void *data, CUpointer_attribute attr, uint64_t p, const rec_t *rec,
+                         bool device)
+{
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: {
+        *(CUcontext *)data = sim_primary_ctx();
+        return true;
+    }
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        return true;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = p;
+        return true;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (device)
+            return false; // device memory has no host mapping in real CUDA
+        *(void **)data = (void *)(uintptr_t)p;
+        return true;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = rec->id;
+        return true;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(unsigned int *)data = 0; // CUDA documents a bool stored as unsigned int
+        return true;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = 0;
+        return true;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = rec->addr;
+        return true;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = rec->type == REC_MAP ? rec->size : rec->req;
+        return true;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(unsigned int *)data = attr == CU_POINTER_ATTRIBUTE_MAPPED ? 1 : 0;
+        return true;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        *(unsigned long long *)data = 0;
+        return true;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+        *(unsigned int *)data = rec->type == REC_MAP && rec->access == CU_MEM_ACCESS_FLAGS_PROT_READ
+                                    ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ
+                                    : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+        return true;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *(CUmemoryPool *)data = NULL; // pools are not objects in this double
+        return rec->type == REC_ASYNC;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        *(int *)data = 1;
+        return true;
+    default:
+        return false;
+    }
+}
+
+// What p is, for pointer queries: a live allocation or accessible mapping,
+// or pinned host memory. Mappings without access are not a valid pointer.
+static const rec_t *pointer_rec(uint64_t p, bool *device)
+{
+    rec_t *rec = tab_find(&t_dev, p);
+    if (rec) {
+        *device = true;
+        return rec;
+    }
+    rec = tab_find(&t_host, p);
+    *device = false;
+    return rec;
+}
+
+SIM_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if (!data)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    bool device;
+    const rec_t *rec = pointer_rec(ptr, &device);
+    // Unregistered host memory and unmapped device addresses: invalid, as
+    // real CUDA answers for pointers it does not know.
+    if (!rec || !pointer_attr(data, attribute, ptr, rec, device))
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+                                           void **data, CUdeviceptr ptr)
+{
+    CUresult r = sim_enter();
+    if (r)
+        SIM_RET(r);
+    if (!attributes || !data || numAttributes == 0)
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    bool device;
+    const rec_t *rec = pointer_rec(ptr, &device);
+    // cuda.h: unlike cuPointerGetAttribute, an unknown pointer is not an
+    // error: the attributes get default (zero/NULL) values.
+    for (unsigned i = 0; i < numAttributes; i++) {
+        if (!data[i])
+            continue;
+        if (rec && pointer_attr(data[i], attributes[i], ptr, rec, device))
+            continue;
+        // Default values: size by attribute.
+        switch (attributes[i]) {
+        case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data[i] = NULL; break;
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned int *)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data[i] = NULL; break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data[i] = -2; break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: *(unsigned long long *)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(CUmemoryPool *)data[i] = NULL; break;
+        default: *(unsigned int *)data[i] = 0; break;
+        }
+    }
+    SIM_RET(CUDA_SUCCESS);
+}

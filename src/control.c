@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+// The public API of aoshim.h: argument checks live in the engine; this file
+// only adapts types.
+#define AOSHIM_BUILDING_LIBRARY 1
+#include "aoshim.h"
+
+#include <string.h>
+
+#include "mem/hostpool.h"
+#include "offload/engine.h"
+#include "stats.h"
+
+AOSHIM_API int aoshim_layer_begin(int layer) { return ao_engine_layer_begin(layer); }
+AOSHIM_API int aoshim_layer_end(int layer) { return ao_engine_layer_end(layer); }
+AOSHIM_API int aoshim_backward_begin(int layer) { return ao_engine_backward_begin(layer); }
+AOSHIM_API int aoshim_backward_end(int layer) { return ao_engine_backward_end(layer); }
+AOSHIM_API int aoshim_step_end(void) { return ao_engine_step_end(); }
+AOSHIM_API int aoshim_set_microbatch(int mb) { return ao_engine_set_microbatch(mb); }
+AOSHIM_API int aoshim_set_stream(void *s) { return ao_engine_set_stream((CUstream)s); }
+AOSHIM_API int aoshim_keep(const void *p) { return ao_engine_keep((CUdeviceptr)(uintptr_t)p); }
+
+AOSHIM_API int aoshim_get_stats(aoshim_stats_t *out)
+{
+    if (!out || out->size < sizeof out->size) return AOSHIM_EINVAL;
+    aoshim_stats_t s;
+    memset(&s, 0, sizeof s);
+    s.size = sizeof s;
+    s.peak_device_bytes = ao_stat_get(AO_STAT_PEAK_DEVICE_BYTES);
+    s.offloaded_bytes = ao_stat_get(AO_STAT_OFFLOADED_BYTES);
+    s.reloaded_bytes = ao_stat_get(AO_STAT_RELOADED_BYTES);
+    s.tracked_buffers = ao_stat_get(AO_STAT_TRACKED_BUFFERS);
+    s.kept_resident = ao_stat_get(AO_STAT_KEPT_SMALL) + ao_stat_get(AO_STAT_KEPT_HOST_LIMIT) +
+                      ao_stat_get(AO_STAT_KEPT_PIN_FAILED) + ao_stat_get(AO_STAT_KEPT_BY_USER) +
+                      ao_stat_get(AO_STAT_KEPT_NO_DEVICE_SPACE);
+    s.late_reloads = ao_stat_get(AO_STAT_LATE_RELOADS);
+    s.reload_wait_ns = ao_stat_get(AO_STAT_RELOAD_WAIT_NS);
+    s.pinned_host_bytes = ao_stat_get(AO_STAT_PINNED_HOST_BYTES);
+    size_t n = out->size < sizeof s ? out->size : sizeof s;
+    size_t caller_size = out->size;
+    memcpy(out, &s, n);
+    out->size = caller_size < sizeof s ? caller_size : sizeof s;
+    return 0;
+}

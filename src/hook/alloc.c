@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: MIT
+// The allocation path behind every allocation hook, runtime or driver.
+#include <stdint.h>
+
+#include "hook.h"
+#include "mem/ptrmap.h"
+#include "mem/vmm.h"
+#include "offload/engine.h"
+#include "stats.h"
+
+_Thread_local int ao_in_hook;
+bool ao_cuda_touched;
+
+bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async)
+{
+    if (ao_in_hook || ao_engine_off || !out) return false;
+    ao_cuda_touched = true;
+    if (async) ao_engine_note_stream(stream);
+    if (!ao_engine_wants(n)) {
+        if (n && ao_engine_in_scope()) ao_stat_add(AO_STAT_KEPT_SMALL, 1);
+        return false;
+    }
+    ao_in_hook++;
+    // Anything aoshim cannot track, or has no memory for, goes to the real
+    // allocator, which gives the program CUDA's own answer.
+    CUresult r = ao_engine_alloc(n, async ? stream : NULL, out);
+    ao_in_hook--;
+    return r == CUDA_SUCCESS;
+}
+
+bool ao_hook_retry(void)
+{
+    if (ao_in_hook || ao_engine_off) return false;
+    ao_in_hook++;
+    bool r = ao_engine_trim();
+    ao_in_hook--;
+    return r;
+}
+
+void ao_hook_passed(CUdeviceptr p, size_t n)
+{
+    if (ao_in_hook || ao_engine_off) return;
+    ao_ptrmap_put(p, n);
+    ao_stat_device((int64_t)n, 0, 0);
+}
+
+int ao_hook_free(CUdeviceptr p, CUstream stream, bool async)
+{
+    if (ao_in_hook || !p) return 0;
+    if (ao_vmm_owns(p)) {
+        ao_in_hook++;
+        CUresult r = ao_engine_free(p, stream, async);
+        ao_in_hook--;
+        return r == CUDA_SUCCESS ? 1 : -1;
+    }
+    // Accounted before the real free, so that another thread cannot be
+    // handed the same address in between and lose its record.
+    uint64_t n = ao_ptrmap_take(p);
+    if (n) ao_stat_device(-(int64_t)n, 0, 0);
+    return 0;
+}

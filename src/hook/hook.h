@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+// Shared by the interposed entry points. Each hook is thin: decide whether
+// aoshim tracks the call, otherwise call the real function and account.
+#ifndef AO_HOOK_H
+#define AO_HOOK_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define AO_EXPORT __attribute__((visibility("default")))
+
+// Re-entry guard: aoshim's own calls into CUDA, and a runtime calling the
+// driver through entry points aoshim handed out, pass straight through.
+extern _Thread_local int ao_in_hook;
+#define AO_REAL_CALL(expr)                                                                         \
+    ({                                                                                             \
+        ao_in_hook++;                                                                              \
+        __typeof__(expr) r_ = (expr);                                                              \
+        ao_in_hook--;                                                                              \
+        r_;                                                                                        \
+    })
+
+// Set once any CUDA allocation went through aoshim: the exit summary is for
+// processes that used the GPU, not for every process under LD_PRELOAD.
+extern bool ao_cuda_touched;
+
+// True if aoshim made the allocation itself (*out set). stream: the stream
+// of a stream-ordered call, else NULL.
+bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async);
+// A real allocation failed for lack of memory: give pooled memory back;
+// true if the caller should retry once.
+bool ao_hook_retry(void);
+// A real allocation succeeded (accounting).
+void ao_hook_passed(CUdeviceptr p, size_t n);
+// A free: 1 if aoshim owns p and released it, -1 if aoshim owns the range
+// but p is no live buffer (the caller returns its invalid-value code), 0 if
+// p is not aoshim's (the caller calls the real free).
+int ao_hook_free(CUdeviceptr p, CUstream stream, bool async);
+
+// Substitute aoshim's wrapper for an entry point returned by the driver's
+// cuGetProcAddress or the runtime's cudaGetDriverEntryPoint, only for the
+// exact names and versions aoshim wraps. flags as given by the caller.
+void ao_hook_substitute(const char *symbol, void **pfn, int version, cuuint64_t flags);
+
+#endif // AO_HOOK_H

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+#include "real.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+
+#include "log.h"
+
+ao_real_t ao_real;
+
+// --- runtime --------------------------------------------------------------------
+// RTLD_NEXT finds the program's libcudart when it is in the global scope. A
+// runtime loaded later with RTLD_LOCAL (a Python extension's dependency) is
+// not, so fall back to asking the already-loaded library by its soname.
+static void *runtime_sym(const char *name)
+{
+    void *p = dlsym(RTLD_NEXT, name);
+    if (!p) {
+        void *h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+        if (h) p = dlsym(h, name);
+    }
+    return p;
+}
+
+void ao_real_runtime_init(void)
+{
+#define X(name, ret, params)                                                                       \
+    if (!ao_real.name) __atomic_store_n(&ao_real.name, runtime_sym(#name), __ATOMIC_RELEASE);
+    AO_REAL_RUNTIME(X)
+#undef X
+}
+
+// --- driver -------------------------------------------------------------------------
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+static bool driver_ok;
+
+static void driver_init(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+        ao_log(AO_LOG_WARN, "cannot load libcuda.so.1 (%s): offloading disabled", dlerror());
+        return;
+    }
+    CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+        (CUresult(*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
+            dlsym(h, "cuGetProcAddress_v2");
+    if (!gpa) {
+        ao_log(AO_LOG_WARN, "libcuda.so.1 has no cuGetProcAddress_v2: offloading disabled");
+        return;
+    }
+    bool ok = true;
+#define X(field, sym, ver, flags, ret, params)                                                     \
+    {                                                                                              \
+        void *p = NULL;                                                                            \
+        CUdriverProcAddressQueryResult st;                                                         \
+        if (gpa(sym, &p, CUDA_VERSION, flags, &st) != CUDA_SUCCESS || !p) {           \
+            ao_log(AO_LOG_WARN, "driver entry point %s not found: offloading disabled", sym);      \
+            ok = false;                                                                            \
+        }                                                                                          \
+        ao_real.field = (ret(*) params)p;                                                          \
+    }
+    AO_REAL_DRIVER(X)
+#undef X
+    // The v1 entry is an older version of the same name: ask by version.
+    void *v1 = NULL;
+    if (gpa("cuGetProcAddress", &v1, 11030, 0, NULL) == CUDA_SUCCESS && v1)
+        ao_real.cuGetProcAddress_v1 = (CUresult(*)(const char *, void **, int, cuuint64_t))v1;
+    driver_ok = ok;
+}
+
+bool ao_real_driver(void)
+{
+    pthread_once(&driver_once, driver_init);
+    return driver_ok;
+}

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+// The real CUDA entry points, in one table, resolved once at first use.
+//
+// libaoshim.so links neither libcudart nor libcuda: runtime functions come
+// from dlsym(RTLD_NEXT, ...) (the next definition after the shim, i.e. the
+// program's own libcudart), driver functions from dlopen("libcuda.so.1") and
+// that library's own cuGetProcAddress. So a process that never touches CUDA
+// pays nothing, and aoshim's own driver calls never re-enter its hooks.
+#ifndef AO_REAL_H
+#define AO_REAL_H
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+
+// X(name, return type, parameter list): runtime entry points hooked by aoshim.
+#define AO_REAL_RUNTIME(X)                                                                         \
+    X(cudaMalloc, cudaError_t, (void **p, size_t n))                                               \
+    X(cudaFree, cudaError_t, (void *p))                                                            \
+    X(cudaMallocAsync, cudaError_t, (void **p, size_t n, cudaStream_t s))                          \
+    X(cudaMallocAsync_ptsz, cudaError_t, (void **p, size_t n, cudaStream_t s))                     \
+    X(cudaFreeAsync, cudaError_t, (void *p, cudaStream_t s))                                       \
+    X(cudaFreeAsync_ptsz, cudaError_t, (void *p, cudaStream_t s))                                  \
+    X(cudaLaunchKernel, cudaError_t,                                                               \
+      (const void *f, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s))                    \
+    X(cudaLaunchKernel_ptsz, cudaError_t,                                                          \
+      (const void *f, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s))                    \
+    X(cudaGetDriverEntryPoint, cudaError_t,                                                        \
+      (const char *sym, void **fn, unsigned long long flags,                                       \
+       enum cudaDriverEntryPointQueryResult *st))                                                  \
+    X(cudaGetDriverEntryPoint_ptsz, cudaError_t,                                                   \
+      (const char *sym, void **fn, unsigned long long flags,                                       \
+       enum cudaDriverEntryPointQueryResult *st))                                                  \
+    X(cudaGetDriverEntryPointByVersion, cudaError_t,                                               \
+      (const char *sym, void **fn, unsigned int ver, unsigned long long flags,                     \
+       enum cudaDriverEntryPointQueryResult *st))                                                  \
+    X(cudaGetDriverEntryPointByVersion_ptsz, cudaError_t,                                          \
+      (const char *sym, void **fn, unsigned int ver, unsigned long long flags,                     \
+       enum cudaDriverEntryPointQueryResult *st))
+
+// X(field, name looked up, version introduced, flags, return type, parameter
+// list): driver entry points, both those aoshim calls and those it wraps.
+// Each is asked for at the headers' CUDA_VERSION, so the newest ABI of the
+// name comes back (cuMemAlloc -> cuMemAlloc_v2).
+#define AO_REAL_DRIVER(X)                                                                          \
+    X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, CUresult,                                 \
+      (const char *s, void **p, int v, cuuint64_t f, CUdriverProcAddressQueryResult *r))           \
+    X(cuInit, "cuInit", 2000, 0, CUresult, (unsigned fl))                                          \
+    X(cuCtxGetCurrent, "cuCtxGetCurrent", 4000, 0, CUresult, (CUcontext * c))                      \
+    X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000, 0, CUresult, (CUcontext c))                        \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, 0, CUresult,                     \
+      (CUcontext * c, CUdevice d))                                                                 \
+    X(cuCtxGetDevice, "cuCtxGetDevice", 2000, 0, CUresult, (CUdevice * d))                         \
+    X(cuMemAlloc_v2, "cuMemAlloc", 3020, 0, CUresult, (CUdeviceptr * p, size_t n))                 \
+    X(cuMemFree_v2, "cuMemFree", 3020, 0, CUresult, (CUdeviceptr p))                               \
+    X(cuMemAllocAsync, "cuMemAllocAsync", 11020, 1, CUresult,                                      \
+      (CUdeviceptr * p, size_t n, CUstream s))                                                     \
+    X(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, 2, CUresult,                                 \
+      (CUdeviceptr * p, size_t n, CUstream s))                                                     \
+    X(cuMemFreeAsync, "cuMemFreeAsync", 11020, 1, CUresult, (CUdeviceptr p, CUstream s))           \
+    X(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 2, CUresult, (CUdeviceptr p, CUstream s))      \
+    X(cuMemAddressReserve, "cuMemAddressReserve", 10020, 0, CUresult,                              \
+      (CUdeviceptr * p, size_t n, size_t align, CUdeviceptr addr, unsigned long long fl))          \
+    X(cuMemAddressFree, "cuMemAddressFree", 10020, 0, CUresult, (CUdeviceptr p, size_t n))         \
+    X(cuMemCreate, "cuMemCreate", 10020, 0, CUresult,                                              \
+      (CUmemGenericAllocationHandle * h, size_t n, const CUmemAllocationProp *prop,                \
+       unsigned long long fl))                                                                     \
+    X(cuMemRelease, "cuMemRelease", 10020, 0, CUresult, (CUmemGenericAllocationHandle h))          \
+    X(cuMemMap, "cuMemMap", 10020, 0, CUresult,                                                    \
+      (CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHandle h,                        \
+       unsigned long long fl))                                                                     \
+    X(cuMemUnmap, "cuMemUnmap", 10020, 0, CUresult, (CUdeviceptr p, size_t n))                     \
+    X(cuMemSetAccess, "cuMemSetAccess", 10020, 0, CUresult,                                        \
+      (CUdeviceptr p, size_t n, const CUmemAccessDesc *d, size_t count))                           \
+    X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", 10020, 0, CUresult,          \
+      (size_t * g, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags o))           \
+    X(cuMemHostAlloc, "cuMemHostAlloc", 2020, 0, CUresult, (void **p, size_t n, unsigned fl))      \
+    X(cuMemFreeHost, "cuMemFreeHost", 2000, 0, CUresult, (void *p))                                \
+    X(cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0, CUresult, (size_t * fr, size_t * total))           \
+    X(cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync", 3020, 1, CUresult,                                \
+      (void *dst, CUdeviceptr src, size_t n, CUstream s))                                          \
+    X(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync", 3020, 1, CUresult,                                \
+      (CUdeviceptr dst, const void *src, size_t n, CUstream s))                                    \
+    X(cuStreamCreate, "cuStreamCreate", 2000, 0, CUresult, (CUstream * s, unsigned fl))            \
+    X(cuStreamWaitEvent, "cuStreamWaitEvent", 3020, 1, CUresult,                                   \
+      (CUstream s, CUevent e, unsigned fl))                                                        \
+    X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000, 1, CUresult,                              \
+      (CUstream s, CUstreamCaptureStatus * st))                                                    \
+    X(cuEventCreate, "cuEventCreate", 2000, 0, CUresult, (CUevent * e, unsigned fl))               \
+    X(cuEventDestroy_v2, "cuEventDestroy", 4000, 0, CUresult, (CUevent e))                         \
+    X(cuEventRecord, "cuEventRecord", 2000, 1, CUresult, (CUevent e, CUstream s))                  \
+    X(cuEventQuery, "cuEventQuery", 2000, 0, CUresult, (CUevent e))                                \
+    X(cuEventSynchronize, "cuEventSynchronize", 2000, 0, CUresult, (CUevent e))                    \
+    X(cuEventElapsedTime_v2, "cuEventElapsedTime", 12080, 0, CUresult,                             \
+      (float *ms, CUevent a, CUevent b))
+
+typedef struct ao_real_s {
+#define X(name, ret, params) ret(*name) params;
+    AO_REAL_RUNTIME(X)
+#undef X
+#define X(field, sym, ver, flags, ret, params) ret(*field) params;
+    AO_REAL_DRIVER(X)
+#undef X
+    // The 4-argument cuGetProcAddress of CUDA 11.3, for callers that ask for it.
+    CUresult (*cuGetProcAddress_v1)(const char *s, void **p, int v, cuuint64_t f);
+} ao_real_t;
+
+extern ao_real_t ao_real;
+
+// Runtime functions: resolved at load (dlsym is cheap and touches no GPU).
+void ao_real_runtime_init(void);
+// Driver functions: dlopen("libcuda.so.1") and cuGetProcAddress, once, on
+// first need. Returns false (and warns once) when no driver can be loaded:
+// aoshim then stays a pass-through.
+bool ao_real_driver(void);
+
+#endif // AO_REAL_H

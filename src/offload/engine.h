@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+// The offload engine: scopes, buffers, their state machine, the copies and
+// the deferred releases.
+//
+// A scope is one forward layer of one microbatch, (layer, mb). Allocations
+// made while a forward scope is open are its buffers. At layer_end the
+// scope's buffers are copied to pinned host memory on the offload stream;
+// their device memory is released once the copy has completed and the
+// release point (the end of the next forward layer, whose kernels read this
+// layer's output) has been passed, both known from events the host polls,
+// never by blocking the host or the compute stream. At backward_begin(L+d)
+// scope L is mapped again at the same addresses and copied back on the
+// reload stream; at backward_begin(L) the compute stream waits on the GPU.
+//
+//   buffer: RESIDENT -> OFFLOADING -> OFFLOADED -> RELOADING -> RESIDENT
+//           (freed from any state: the release waits for the events that
+//           cover its last uses and any copy in flight)
+#ifndef AO_ENGINE_H
+#define AO_ENGINE_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum ao_state_e {
+    AO_RESIDENT,
+    AO_OFFLOADING,
+    AO_OFFLOADED,
+    AO_RELOADING,
+} ao_state_t;
+
+// Fast check for the allocation hooks (no lock): is a forward scope open,
+// and is size big enough to track?
+bool ao_engine_wants(size_t size);
+// Is a forward scope open (for counting buffers too small to track)?
+bool ao_engine_in_scope(void);
+// A tracked allocation in the open scope. CUDA_SUCCESS and *out;
+// CUDA_ERROR_OUT_OF_MEMORY; or CUDA_ERROR_NOT_SUPPORTED when aoshim cannot
+// track it (no VMM, scope closed meanwhile): the caller passes it through.
+CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out);
+// Free of a pointer inside aoshim's range. async: stream-ordered on stream
+// (cudaFreeAsync); otherwise after all work on every stream aoshim knows.
+CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async);
+// Give pooled device memory back after a failed real allocation; true if
+// anything was given back (the caller retries once).
+bool ao_engine_trim(void);
+// The calling thread used this stream (launch, async allocation).
+void ao_engine_note_stream(CUstream s);
+// Whether any CUDA allocation went through aoshim (the exit summary is
+// printed only then).
+bool ao_engine_used(void);
+
+// The control API (aoshim.h), returning AOSHIM_* codes.
+int ao_engine_layer_begin(int layer);
+int ao_engine_layer_end(int layer);
+int ao_engine_backward_begin(int layer);
+int ao_engine_backward_end(int layer);
+int ao_engine_step_end(void);
+int ao_engine_set_microbatch(int mb);
+int ao_engine_set_stream(CUstream s);
+int ao_engine_keep(CUdeviceptr p);
+
+// Set in a forked child and under AOSHIM_ENABLE=0: everything passes through.
+extern bool ao_engine_off;
+
+#endif // AO_ENGINE_H

@@ -1,0 +1,10 @@
+// SPDX-License-Identifier: MIT
+#ifndef AO_SUMMARY_H
+#define AO_SUMMARY_H
+
+// Format a byte count with a binary unit ("12.4 GiB") into buf.
+const char *ao_fmt_bytes(char *buf, unsigned long size, unsigned long long bytes);
+// The exit summary on fd: counters only, no CUDA call (the driver may be gone).
+void ao_summary_write(int fd);
+
+#endif // AO_SUMMARY_H

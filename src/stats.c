@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: MIT
+#include "stats.h"
+
+uint64_t ao_stats[AO_STAT_COUNT];
+const char *const ao_stat_label[AO_STAT_COUNT] = {
+#define X(NAME, label) label,
+    AO_STATS(X)
+#undef X
+};
+
+void ao_stat_device(int64_t passthrough, int64_t resident, int64_t live)
+{
+    if (passthrough) ao_stat_add(AO_STAT_PASSTHROUGH_BYTES, passthrough);
+    if (resident) ao_stat_add(AO_STAT_TRACKED_RESIDENT_BYTES, resident);
+    if (live) ao_stat_add(AO_STAT_TRACKED_LIVE_BYTES, live);
+    uint64_t pt = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
+    ao_stat_max(AO_STAT_PEAK_DEVICE_BYTES, pt + ao_stat_get(AO_STAT_TRACKED_RESIDENT_BYTES));
+    ao_stat_max(AO_STAT_PEAK_WITHOUT_BYTES, pt + ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES));
+}

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT
+// Every counter aoshim keeps, defined once: the summary, aoshim_get_stats and
+// (later) the JSON report all read this table.
+#ifndef AO_STATS_H
+#define AO_STATS_H
+
+#include <stdint.h>
+
+// X(NAME, label in the summary)
+#define AO_STATS(X)                                                                                \
+    X(PASSTHROUGH_BYTES, "device bytes allocated outside aoshim (live)")                          \
+    X(TRACKED_RESIDENT_BYTES, "tracked bytes with device memory (live)")                          \
+    X(TRACKED_LIVE_BYTES, "tracked bytes, resident or offloaded (live)")                          \
+    X(PEAK_DEVICE_BYTES, "peak device memory")                                                    \
+    X(PEAK_WITHOUT_BYTES, "peak without offloading")                                              \
+    X(TRACKED_BUFFERS, "buffers tracked")                                                         \
+    X(OFFLOADED_BYTES, "bytes offloaded")                                                         \
+    X(RELOADED_BYTES, "bytes reloaded")                                                           \
+    X(OFFLOADED_BUFFERS, "buffers offloaded")                                                     \
+    X(LAYERS_OFFLOADED, "layer offloads")                                                         \
+    X(COPIES_SKIPPED, "buffers freed before their copy")                                          \
+    X(OFFLOADS_CANCELLED, "offloads cancelled by an early reload")                                \
+    X(PREFETCH_MISSED, "reloads issued late, at the layer's own backward")                        \
+    X(LATE_RELOADS, "late reloads (a kernel needed an offloaded buffer)")                         \
+    X(RELOAD_WAIT_NS, "compute stream waited on reloads (ns)")                                    \
+    X(D2H_COPY_NS, "device-to-host copy time (ns)")                                               \
+    X(H2D_COPY_NS, "host-to-device copy time (ns)")                                               \
+    X(KEPT_SMALL, "kept resident: below AOSHIM_MIN_BYTES")                                        \
+    X(KEPT_HOST_LIMIT, "kept resident: AOSHIM_HOST_LIMIT reached")                                \
+    X(KEPT_PIN_FAILED, "kept resident: pinning host memory failed")                               \
+    X(KEPT_BY_USER, "kept resident: aoshim_keep")                                                 \
+    X(KEPT_NO_DEVICE_SPACE, "kept resident: no device memory to reload into")                     \
+    X(PINNED_HOST_BYTES, "pinned host pool")                                                      \
+    X(PIN_CALLS, "host pinning calls")                                                            \
+    X(MEM_CREATE_CALLS, "cuMemCreate calls")                                                      \
+    X(ADDRESS_RESERVE_CALLS, "cuMemAddressReserve calls")                                         \
+    X(OOM_RETRIES, "allocations retried after giving back pooled memory")
+
+typedef enum ao_stat_e {
+#define X(NAME, label) AO_STAT_##NAME,
+    AO_STATS(X)
+#undef X
+        AO_STAT_COUNT
+} ao_stat_t;
+
+extern uint64_t ao_stats[AO_STAT_COUNT];
+extern const char *const ao_stat_label[AO_STAT_COUNT];
+
+static inline void ao_stat_add(ao_stat_t s, int64_t d)
+{
+    __atomic_fetch_add(&ao_stats[s], (uint64_t)d, __ATOMIC_RELAXED);
+}
+static inline uint64_t ao_stat_get(ao_stat_t s)
+{
+    return __atomic_load_n(&ao_stats[s], __ATOMIC_RELAXED);
+}
+static inline void ao_stat_max(ao_stat_t s, uint64_t v)
+{
+    uint64_t cur = ao_stat_get(s);
+    while (v > cur && !__atomic_compare_exchange_n(&ao_stats[s], &cur, v, 1, __ATOMIC_RELAXED,
+                                                   __ATOMIC_RELAXED)) {
+    }
+}
+// Device-memory gauges change together; the peaks follow them.
+void ao_stat_device(int64_t passthrough, int64_t resident, int64_t live);
+
+#endif // AO_STATS_H

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+// Internals of the simulated CUDA runtime (libcudart.so.13 look-alike).
+//
+// Layering as in the real library: the runtime never links the driver. At
+// first use it dlopens libcuda.so.1, takes cuGetProcAddress_v2 with dlsym
+// (the only symbol it looks up that way) and resolves every other driver entry
+// point through it, into one table (rt_drv). Programs that interpose the
+// driver's cuGetProcAddress therefore see every call the runtime makes.
+#ifndef SIM_RT_H
+#define SIM_RT_H
+
+// cuda.h first, with its default (legacy) names, so the driver prototypes
+// used for the table's types are the ones any program sees.
+#include <cuda.h>
+
+// The runtime defines both the legacy entry points and their _ptsz/_ptds
+// twins. With __CUDA_API_VERSION_INTERNAL the header declares the twins
+// (its renaming macros expand in the main declarations) and then, after
+// #undef-ing the macros, the legacy names too: every definition below is
+// checked against a real prototype. cuda.h is already included (include
+// guard), so the driver names are not affected.
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda_runtime_api.h>
+#undef __CUDA_API_VERSION_INTERNAL
+
+#include <stdbool.h>
+
+#include "simgpu.h"
+
+#define RT_EXPORT __attribute__((visibility("default")))
+
+// --- driver entry points -------------------------------------------------------
+// X(name): resolved with CU_GET_PROC_ADDRESS_LEGACY_STREAM into field `name`
+// (cuda.h's macros turn cuMemAlloc into cuMemAlloc_v2 in the field name and
+// the type alike; the string looked up is the base name, as cuGetProcAddress
+// wants). P(field, name): the per-thread-default-stream version, looked up
+// with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, same prototype.
+// S(name): simulator extensions (simgpu.h), same lookup as X.
+// clang-format off
+#define RT_DRIVER_TABLE(X, P, S)                                                \
+    X(cuInit) X(cuDriverGetVersion) X(cuGetProcAddress) X(cuGetErrorName)        \
+    X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetUuid)     \
+    X(cuDeviceTotalMem) X(cuDeviceGetAttribute)                                  \
+    X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent)            \
+    X(cuCtxSynchronize)                                                          \
+    X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemAllocHost)                 \
+    X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister)                      \
+    X(cuMemHostUnregister) X(cuPointerGetAttribute)                              \
+    X(cuMemAllocAsync) X(cuMemFreeAsync)                                         \
+    X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD)                              \
+    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync)               \
+    X(cuMemsetD8) X(cuMemsetD8Async)                                             \
+    X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy)           \
+    X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamWaitEvent)                 \
+    X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing)         \
+    X(cuEventCreate) X(cuEventRecord) X(cuEventRecordWithFlags)                  \
+    X(cuEventSynchronize) X(cuEventQuery) X(cuEventDestroy)                      \
+    X(cuEventElapsedTime)                                                        \
+    X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuFuncGetParamInfo) X(cuFuncGetName) \
+    P(cuMemAllocAsync_ptsz, cuMemAllocAsync)                                     \
+    P(cuMemFreeAsync_ptsz, cuMemFreeAsync)                                       \
+    P(cuMemcpyHtoD_ptds, cuMemcpyHtoD) P(cuMemcpyDtoH_ptds, cuMemcpyDtoH)        \
+    P(cuMemcpyDtoD_ptds, cuMemcpyDtoD)                                           \
+    P(cuMemcpyHtoDAsync_ptsz, cuMemcpyHtoDAsync)                                 \
+    P(cuMemcpyDtoHAsync_ptsz, cuMemcpyDtoHAsync)                                 \
+    P(cuMemcpyDtoDAsync_ptsz, cuMemcpyDtoDAsync)                                 \
+    P(cuMemsetD8_ptds, cuMemsetD8) P(cuMemsetD8Async_ptsz, cuMemsetD8Async)      \
+    P(cuStreamSynchronize_ptsz, cuStreamSynchronize)                             \
+    P(cuStreamQuery_ptsz, cuStreamQuery)                                         \
+    P(cuStreamWaitEvent_ptsz, cuStreamWaitEvent)                                 \
+    P(cuStreamBeginCapture_ptsz, cuStreamBeginCapture)                           \
+    P(cuStreamEndCapture_ptsz, cuStreamEndCapture)                               \
+    P(cuStreamIsCapturing_ptsz, cuStreamIsCapturing)                             \
+    P(cuEventRecord_ptsz, cuEventRecord)                                         \
+    P(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags)                       \
+    P(cuLaunchKernel_ptsz, cuLaunchKernel)                                       \
+    P(cuLaunchKernelEx_ptsz, cuLaunchKernelEx)                                   \
+    S(simKernelCreate) S(simGetStats) S(simResetStats)
+// clang-format on
+
+#define RT_FIELD_X(name)        __typeof__(name) *name;
+#define RT_FIELD_P(field, name) __typeof__(name) *field;
+typedef struct rt_drv_s {
+    RT_DRIVER_TABLE(RT_FIELD_X, RT_FIELD_P, RT_FIELD_X)
+} rt_drv_t;
+#undef RT_FIELD_X
+#undef RT_FIELD_P
+
+extern rt_drv_t rt_drv;
+
+// --- start-up, last error, kernels (runtime.c) -------------------------------------
+// Process start-up (once) and this thread's current context; the error every
+// call returns when it fails (cudaErrorInsufficientDriver without a driver).
+cudaError_t rt_enter(void);
+// Record e as this thread's last error (never cudaErrorNotReady) and return it.
+cudaError_t rt_ret(cudaError_t e);
+cudaError_t rt_ret_cu(CUresult r);
+// The CUfunction registered for a host symbol, or NULL. Lock-free.
+CUfunction rt_kernel_lookup(const void *hostFun);
+
+// --- errors (errors.c) -------------------------------------------------------------
+cudaError_t rt_error_from_cu(CUresult r);
+
+#endif // SIM_RT_H
