@@ -9,6 +9,7 @@
 #include "stats.h"
 
 _Thread_local int ao_in_hook;
+static ao_ptrmap_t passthrough = AO_PTRMAP_INIT; // pointer -> size
 bool ao_cuda_touched;
 
 bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async)
@@ -40,7 +41,7 @@ bool ao_hook_retry(void)
 void ao_hook_passed(CUdeviceptr p, size_t n)
 {
     if (ao_in_hook || ao_engine_off) return;
-    ao_ptrmap_put(p, n);
+    ao_ptrmap_put(&passthrough, p, n);
     ao_stat_device((int64_t)n, 0, 0);
 }
 
@@ -55,7 +56,7 @@ int ao_hook_free(CUdeviceptr p, CUstream stream, bool async)
     }
     // Accounted before the real free, so that another thread cannot be
     // handed the same address in between and lose its record.
-    uint64_t n = ao_ptrmap_take(p);
+    uint64_t n = ao_ptrmap_take(&passthrough, p);
     if (n) ao_stat_device(-(int64_t)n, 0, 0);
     return 0;
 }

@@ -25,6 +25,7 @@
       (const void *f, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s))                    \
     X(cudaLaunchKernel_ptsz, cudaError_t,                                                          \
       (const void *f, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s))                    \
+    X(cudaStreamDestroy, cudaError_t, (cudaStream_t s))                                            \
     X(cudaGetDriverEntryPoint, cudaError_t,                                                        \
       (const char *sym, void **fn, unsigned long long flags,                                       \
        enum cudaDriverEntryPointQueryResult *st))                                                  \

@@ -77,6 +77,13 @@ FREE_ASYNC(cudaFreeAsync_ptsz, true)
 LAUNCH(cudaLaunchKernel, false)
 LAUNCH(cudaLaunchKernel_ptsz, true)
 
+AO_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    NEED(cudaStreamDestroy);
+    if (!ao_engine_off && s) ao_engine_forget_stream((CUstream)s);
+    return ao_real.cudaStreamDestroy(s);
+}
+
 // --- driver entry points handed out by the runtime ----------------------------------------
 #define ENTRY_POINT(name, ptsz)                                                                    \
     AO_EXPORT cudaError_t name(const char *sym, void **fn, unsigned long long flags,               \

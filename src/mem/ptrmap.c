@@ -1,20 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "ptrmap.h"
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #define EMPTY 0ull
 #define GONE 1ull // tombstone; device pointers are never 0 or 1
-
-typedef struct slot_s {
-    uint64_t key, size;
-} slot_t;
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static slot_t *tab;
-static size_t cap, used, live; // used counts tombstones too
 
 static size_t hash(uint64_t k)
 {
@@ -24,70 +15,80 @@ static size_t hash(uint64_t k)
     return (size_t)k;
 }
 
-static bool rehash(size_t ncap)
+static bool rehash(ao_ptrmap_t *m, size_t ncap)
 {
-    slot_t *n = calloc(ncap, sizeof *n);
+    ao_ptrmap_slot_t *n = calloc(ncap, sizeof *n);
     if (!n) return false;
-    for (size_t i = 0; i < cap; i++) {
-        if (tab[i].key <= GONE) continue;
-        size_t j = hash(tab[i].key) & (ncap - 1);
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->tab[i].key <= GONE) continue;
+        size_t j = hash(m->tab[i].key) & (ncap - 1);
         while (n[j].key != EMPTY) j = (j + 1) & (ncap - 1);
-        n[j] = tab[i];
+        n[j] = m->tab[i];
     }
-    free(tab);
-    tab = n;
-    cap = ncap;
-    used = live;
+    free(m->tab);
+    m->tab = n;
+    m->cap = ncap;
+    m->used = m->live;
     return true;
 }
 
-bool ao_ptrmap_put(uint64_t p, uint64_t size)
+// Slot holding key, or SIZE_MAX.
+static size_t find(const ao_ptrmap_t *m, uint64_t key)
 {
-    pthread_mutex_lock(&mu);
+    if (!m->cap) return SIZE_MAX;
+    for (size_t j = hash(key) & (m->cap - 1); m->tab[j].key != EMPTY; j = (j + 1) & (m->cap - 1))
+        if (m->tab[j].key == key) return j;
+    return SIZE_MAX;
+}
+
+bool ao_ptrmap_put(ao_ptrmap_t *m, uint64_t key, uint64_t value)
+{
+    pthread_mutex_lock(&m->mu);
     bool ok = true;
-    if ((used + 1) * 4 >= cap * 3) ok = rehash(cap ? (live * 2 >= cap ? cap * 2 : cap) : 1024);
+    if ((m->used + 1) * 4 >= m->cap * 3)
+        ok = rehash(m, !m->cap ? 1024 : m->live * 2 >= m->cap ? m->cap * 2 : m->cap);
     if (ok) {
-        // Probe to p or an empty slot; a new key goes in the first tombstone seen.
-        size_t j = hash(p) & (cap - 1), tomb = SIZE_MAX;
-        while (tab[j].key != EMPTY && tab[j].key != p) {
-            if (tab[j].key == GONE && tomb == SIZE_MAX) tomb = j;
-            j = (j + 1) & (cap - 1);
+        size_t j = find(m, key);
+        if (j == SIZE_MAX) {
+            // A new key goes in the first tombstone or empty slot of its chain.
+            j = hash(key) & (m->cap - 1);
+            while (m->tab[j].key > GONE) j = (j + 1) & (m->cap - 1);
+            if (m->tab[j].key == EMPTY) m->used++;
+            m->live++;
         }
-        if (tab[j].key != p) {
-            live++;
-            if (tomb != SIZE_MAX) j = tomb;
-            else used++;
-        }
-        tab[j] = (slot_t){p, size};
+        m->tab[j] = (ao_ptrmap_slot_t){key, value};
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&m->mu);
     return ok;
 }
 
-uint64_t ao_ptrmap_take(uint64_t p)
+uint64_t ao_ptrmap_get(ao_ptrmap_t *m, uint64_t key)
 {
-    uint64_t size = 0;
-    pthread_mutex_lock(&mu);
-    if (cap) {
-        size_t j = hash(p) & (cap - 1);
-        while (tab[j].key != EMPTY) {
-            if (tab[j].key == p) {
-                size = tab[j].size;
-                tab[j].key = GONE;
-                live--;
-                break;
-            }
-            j = (j + 1) & (cap - 1);
-        }
-    }
-    pthread_mutex_unlock(&mu);
-    return size;
+    pthread_mutex_lock(&m->mu);
+    size_t j = find(m, key);
+    uint64_t v = j == SIZE_MAX ? 0 : m->tab[j].value;
+    pthread_mutex_unlock(&m->mu);
+    return v;
 }
 
-size_t ao_ptrmap_count(void)
+uint64_t ao_ptrmap_take(ao_ptrmap_t *m, uint64_t key)
 {
-    pthread_mutex_lock(&mu);
-    size_t n = live;
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_lock(&m->mu);
+    size_t j = find(m, key);
+    uint64_t v = 0;
+    if (j != SIZE_MAX) {
+        v = m->tab[j].value;
+        m->tab[j].key = GONE;
+        m->live--;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return v;
+}
+
+size_t ao_ptrmap_count(ao_ptrmap_t *m)
+{
+    pthread_mutex_lock(&m->mu);
+    size_t n = m->live;
+    pthread_mutex_unlock(&m->mu);
     return n;
 }

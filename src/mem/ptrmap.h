@@ -1,19 +1,34 @@
 // SPDX-License-Identifier: MIT
-// Pointer -> size for device allocations aoshim passes through to the real
-// allocator, so that their frees are accounted. Open addressing, linear
-// probing, one mutex: allocation calls are not the launch hot path, and the
+// Address -> value maps: device pointers aoshim passed through (value: size)
+// and tracked buffers (value: the buffer). Open addressing, linear probing,
+// one mutex per map: allocation calls are not the launch hot path, and the
 // real allocator behind them takes its own locks.
 #ifndef AO_PTRMAP_H
 #define AO_PTRMAP_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-// Record p -> size. Returns false if the table cannot grow (not recorded).
-bool ao_ptrmap_put(uint64_t p, uint64_t size);
-// Remove p; its size, or 0 if p was not recorded.
-uint64_t ao_ptrmap_take(uint64_t p);
-size_t ao_ptrmap_count(void);
+typedef struct ao_ptrmap_slot_s {
+    uint64_t key, value;
+} ao_ptrmap_slot_t;
+
+typedef struct ao_ptrmap_s {
+    pthread_mutex_t mu;
+    ao_ptrmap_slot_t *tab;
+    size_t cap, used, live; // used counts tombstones too
+} ao_ptrmap_t;
+
+#define AO_PTRMAP_INIT {.mu = PTHREAD_MUTEX_INITIALIZER}
+
+// Record key -> value (key > 1). Returns false if the table cannot grow.
+bool ao_ptrmap_put(ao_ptrmap_t *m, uint64_t key, uint64_t value);
+// The value for key, or 0.
+uint64_t ao_ptrmap_get(ao_ptrmap_t *m, uint64_t key);
+// Remove key; its value, or 0 if it was not there.
+uint64_t ao_ptrmap_take(ao_ptrmap_t *m, uint64_t key);
+size_t ao_ptrmap_count(ao_ptrmap_t *m);
 
 #endif // AO_PTRMAP_H

@@ -14,7 +14,7 @@ ao_vmm_t ao_vmm;
 // --- virtual space -------------------------------------------------------------------
 static ao_extents_t va_free;
 
-int ao_va_alloc(size_t size, CUdeviceptr *out)
+CUresult ao_va_alloc(size_t size, CUdeviceptr *out)
 {
     uint64_t lo;
     if (ao_extents_take(&va_free, size, &lo) < 0) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -31,7 +31,7 @@ void ao_va_free(CUdeviceptr p, size_t size)
         ao_warn_once(&once, "out of host memory tracking free device address space");
 }
 
-// --- the reservation -------------------------------------------------------------
+// --- the reservation -------------------------------------------------------------------
 static CUmemAllocationProp device_prop(void)
 {
     CUmemAllocationProp prop;
@@ -42,7 +42,7 @@ static CUmemAllocationProp device_prop(void)
     return prop;
 }
 
-int ao_vmm_init(void)
+CUresult ao_vmm_init(void)
 {
     CUresult r = ao_real.cuCtxGetDevice(&ao_vmm.device);
     if (r != CUDA_SUCCESS) return r;
@@ -51,7 +51,6 @@ int ao_vmm_init(void)
                                               CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (r != CUDA_SUCCESS) return r;
     if (ao_vmm.granule == 0 || (ao_vmm.granule & (ao_vmm.granule - 1))) return CUDA_ERROR_NOT_SUPPORTED;
-    ao_vmm.granule_shift = (unsigned)__builtin_ctzll(ao_vmm.granule);
 
     // Virtual space is cheap; four times the device leaves room for every
     // offloaded buffer plus fragmentation.
@@ -62,16 +61,11 @@ int ao_vmm_init(void)
     CUdeviceptr base = 0;
     for (; want >= ao_vmm.granule * 64; want = ao_vmm_round(want / 2)) {
         r = ao_real.cuMemAddressReserve(&base, want, 0, 0, 0);
+        ao_stat_add(AO_STAT_ADDRESS_RESERVE_CALLS, 1);
         if (r == CUDA_SUCCESS) break;
     }
     if (r != CUDA_SUCCESS) return r;
-    ao_stat_add(AO_STAT_ADDRESS_RESERVE_CALLS, 1);
-    size_t n = want >> ao_vmm.granule_shift;
-    ao_vmm.handle_at = calloc(n, sizeof *ao_vmm.handle_at);
-    ao_vmm.owner_at = calloc(n, sizeof *ao_vmm.owner_at);
-    if (!ao_vmm.handle_at || !ao_vmm.owner_at || ao_extents_give(&va_free, base, want) < 0) {
-        free(ao_vmm.handle_at);
-        free(ao_vmm.owner_at);
+    if (ao_extents_give(&va_free, base, want) < 0) {
         ao_real.cuMemAddressFree(base, want);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -80,56 +74,85 @@ int ao_vmm_init(void)
     return CUDA_SUCCESS;
 }
 
-// --- physical memory ------------------------------------------------------------
-static int pool_push(CUmemGenericAllocationHandle h)
-{
-    if (ao_vmm.pool_len == ao_vmm.pool_cap) {
-        size_t cap = ao_vmm.pool_cap ? ao_vmm.pool_cap * 2 : 256;
-        CUmemGenericAllocationHandle *n = realloc(ao_vmm.pool, cap * sizeof *n);
-        if (!n) return -1;
-        ao_vmm.pool = n;
-        ao_vmm.pool_cap = cap;
-    }
-    ao_vmm.pool[ao_vmm.pool_len++] = h;
-    return 0;
-}
+// --- physical memory: idle handles by size ----------------------------------------------
+typedef struct idle_s {
+    size_t size;
+    CUmemGenericAllocationHandle h;
+} idle_t;
 
-static void handle_drop(CUmemGenericAllocationHandle h)
-{
-    if (pool_push(h) < 0) {
-        ao_real.cuMemRelease(h);
-        ao_vmm.handles_total--;
-    }
-}
+static idle_t *pool;
+static size_t npool, cappool;
 
-static int handle_get(CUmemGenericAllocationHandle *h)
+static bool pool_take(size_t size, CUmemGenericAllocationHandle *h)
 {
-    if (ao_vmm.pool_len) {
-        *h = ao_vmm.pool[--ao_vmm.pool_len];
-        return CUDA_SUCCESS;
-    }
-    CUmemAllocationProp prop = device_prop();
-    CUresult r = ao_real.cuMemCreate(h, ao_vmm.granule, &prop, 0);
-    ao_stat_add(AO_STAT_MEM_CREATE_CALLS, 1);
-    if (r == CUDA_SUCCESS) ao_vmm.handles_total++;
-    return r;
-}
-
-int ao_phys_map(CUdeviceptr p, size_t size)
-{
-    size_t first = ao_vmm_index(p), n = size >> ao_vmm.granule_shift, i;
-    CUresult r = CUDA_SUCCESS;
-    for (i = 0; i < n; i++) {
-        CUmemGenericAllocationHandle h;
-        r = handle_get(&h);
-        if (r != CUDA_SUCCESS) break;
-        r = ao_real.cuMemMap(p + (i << ao_vmm.granule_shift), ao_vmm.granule, 0, h, 0);
-        if (r != CUDA_SUCCESS) {
-            handle_drop(h);
-            break;
+    for (size_t i = npool; i-- > 0;)
+        if (pool[i].size == size) {
+            *h = pool[i].h;
+            pool[i] = pool[--npool];
+            return true;
         }
-        ao_vmm.handle_at[first + i] = h;
+    return false;
+}
+
+static void pool_put(size_t size, CUmemGenericAllocationHandle h)
+{
+    if (npool == cappool) {
+        size_t cap = cappool ? cappool * 2 : 64;
+        idle_t *n = realloc(pool, cap * sizeof *n);
+        if (!n) {
+            ao_real.cuMemRelease(h); // cannot pool it: give it back now
+            return;
+        }
+        pool = n;
+        cappool = cap;
     }
+    pool[npool++] = (idle_t){size, h};
+}
+
+bool ao_phys_pooled(size_t size)
+{
+    for (size_t i = 0; i < npool; i++)
+        if (pool[i].size == size) return true;
+    return false;
+}
+
+size_t ao_phys_trim(void)
+{
+    size_t bytes = 0;
+    while (npool) {
+        npool--;
+        ao_real.cuMemRelease(pool[npool].h);
+        bytes += pool[npool].size;
+    }
+    return bytes;
+}
+
+static CUresult create(size_t size, CUmemGenericAllocationHandle *h)
+{
+    CUmemAllocationProp prop = device_prop();
+    ao_stat_add(AO_STAT_MEM_CREATE_CALLS, 1);
+    return ao_real.cuMemCreate(h, size, &prop, 0);
+}
+
+CUresult ao_phys_map(CUdeviceptr p, size_t size, CUmemGenericAllocationHandle *out)
+{
+    CUmemGenericAllocationHandle h;
+    CUresult r = CUDA_SUCCESS;
+    if (!pool_take(size, &h)) {
+        // Idle handles of other sizes are device memory too: give back as
+        // much as this one adds, oldest first, so that the pool never grows
+        // the device footprint by holding sizes nobody asks for any more.
+        size_t freed = 0;
+        while (npool && freed < size) {
+            freed += pool[0].size;
+            ao_real.cuMemRelease(pool[0].h);
+            pool[0] = pool[--npool];
+        }
+        r = create(size, &h);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_phys_trim()) r = create(size, &h);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    r = ao_real.cuMemMap(p, size, 0, h, 0);
     if (r == CUDA_SUCCESS) {
         CUmemAccessDesc acc;
         memset(&acc, 0, sizeof acc);
@@ -137,37 +160,19 @@ int ao_phys_map(CUdeviceptr p, size_t size)
         acc.location.id = ao_vmm.device;
         acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         r = ao_real.cuMemSetAccess(p, size, &acc, 1);
-        if (r == CUDA_SUCCESS) return CUDA_SUCCESS;
+        if (r == CUDA_SUCCESS) {
+            *out = h;
+            return CUDA_SUCCESS;
+        }
+        ao_real.cuMemUnmap(p, size);
     }
-    // Undo what was mapped, one granule at a time (each was its own mapping).
-    while (i-- > 0) {
-        ao_real.cuMemUnmap(p + (i << ao_vmm.granule_shift), ao_vmm.granule);
-        handle_drop(ao_vmm.handle_at[first + i]);
-        ao_vmm.handle_at[first + i] = 0;
-    }
+    pool_put(size, h);
     return r;
 }
 
-int ao_phys_unmap(CUdeviceptr p, size_t size)
+CUresult ao_phys_unmap(CUdeviceptr p, size_t size, CUmemGenericAllocationHandle h)
 {
-    // One call for the whole range: it covers whole mappings only, which is
-    // what cuMemUnmap requires (no sub-range of a mapping).
     CUresult r = ao_real.cuMemUnmap(p, size);
-    if (r != CUDA_SUCCESS) return r;
-    size_t first = ao_vmm_index(p), n = size >> ao_vmm.granule_shift;
-    for (size_t i = 0; i < n; i++) {
-        handle_drop(ao_vmm.handle_at[first + i]);
-        ao_vmm.handle_at[first + i] = 0;
-    }
-    return CUDA_SUCCESS;
-}
-
-size_t ao_phys_trim(void)
-{
-    size_t n = ao_vmm.pool_len;
-    while (ao_vmm.pool_len) {
-        ao_real.cuMemRelease(ao_vmm.pool[--ao_vmm.pool_len]);
-        ao_vmm.handles_total--;
-    }
-    return n * ao_vmm.granule;
+    if (r == CUDA_SUCCESS) pool_put(size, h);
+    return r;
 }

@@ -1,4 +1,16 @@
 // SPDX-License-Identifier: MIT
+// The offload engine. See engine.h for the model; the data:
+//
+//   scope (layer, microbatch) --< chunk (one VA range, one physical handle)
+//                                    --< buffer (a program allocation)
+//
+// A chunk moves as a unit: it is resident, being copied out, offloaded
+// (unmapped), or being copied back. Buffers are sub-allocated in their
+// scope's chunks, so a layer costs one map, one set-access and one unmap per
+// offload/reload cycle however many tensors it saves. From the second step
+// on, each layer's chunk is sized from what the same layer saved in the last
+// step, and allocations that were freed inside their layer (temporaries)
+// pass straight through to the real allocator, which reuses them best.
 #include "engine.h"
 
 #include <pthread.h>
@@ -9,46 +21,74 @@
 #include "config.h"
 #include "hook/real.h"
 #include "log.h"
+#include "mem/extent.h"
 #include "mem/hostpool.h"
+#include "mem/ptrmap.h"
 #include "mem/vmm.h"
 #include "stats.h"
 
-#define AO_MAX_MB 1024      // microbatch ids 0..1023
-#define AO_MAX_STREAMS 64   // streams a cudaFree must wait for
+#define AO_MAX_MB 1024           // microbatch ids 0..1023
+#define AO_MAX_STREAMS 64        // streams a cudaFree must wait for
 #define AO_MAX_FREE_EVENTS (AO_MAX_STREAMS + 2)
+#define AO_ALIGN 512ull          // sub-allocation alignment (cudaMalloc guarantees 256)
+#define AO_EVENT_CACHE 256
 
 typedef struct ao_scope_s ao_scope_t;
+typedef struct ao_chunk_s ao_chunk_t;
 
 typedef struct ao_buffer_s {
     CUdeviceptr addr;
-    size_t size; // as requested
-    size_t span; // granule-rounded, what is mapped
-    ao_scope_t *scope;
-    void *host; // pinned slot while a host copy exists
-    ao_state_t state;
-    bool kept;
+    size_t size;  // as requested
+    size_t rsize; // rounded to AO_ALIGN: what it occupies in its chunk
+    ao_chunk_t *chunk;
+    void *host;   // pinned slot while a host copy exists
+    unsigned seq; // allocation number within its scope
+    bool kept, freed;
     struct ao_buffer_s *next;
 } ao_buffer_t;
 
+struct ao_chunk_s {
+    CUdeviceptr base;
+    size_t size;
+    CUmemGenericAllocationHandle handle;
+    bool mapped;
+    ao_state_t state;
+    ao_scope_t *scope;
+    ao_buffer_t *buffers;
+    unsigned nlive;    // buffers not freed
+    unsigned npending; // freed buffers whose release is still deferred
+    ao_extents_t free; // unused space inside the chunk
+    struct ao_chunk_s *next;
+};
+
+// What the same layer did in the last step: per allocation, its size and
+// whether it was a temporary (freed inside the layer) or kept.
+enum { LEARN_TEMP = 1, LEARN_KEPT = 2 };
+typedef struct ao_learn_s {
+    unsigned n;
+    uint64_t saved; // bytes (rounded) alive at layer_end in tracked chunks
+    uint64_t *size;
+    uint8_t *flags;
+} ao_learn_t;
+
 struct ao_scope_s {
     int layer, mb;
-    unsigned step;
     bool recompute, ended, offload_deferred, release_recorded;
     ao_state_t state;
     CUstream stream; // the compute stream at layer_begin
-    ao_buffer_t *buffers;
-    CUevent ev_end;                 // compute stream, layer_end
-    CUevent ev_d2h0, ev_copied;     // offload stream, around the copies
-    CUevent ev_release;             // compute stream, end of the next layer
-    CUevent ev_h2d0, ev_reloaded;   // reload stream, around the copies
-    ao_scope_t *next;
+    ao_chunk_t *chunks;
+    CUevent ev_end;               // compute stream, layer_end
+    CUevent ev_d2h0, ev_copied;   // offload stream, around the copies
+    CUevent ev_release;           // compute stream, end of the next layer
+    CUevent ev_h2d0, ev_reloaded; // reload stream, around the copies
+    ao_learn_t rec;               // this scope's allocations, learned at layer_end
+    const ao_learn_t *plan;       // last step's record of this layer, if any
+    struct ao_scope_s *next;
 };
 
-// Memory released when its events complete: a freed buffer (device memory
-// if still mapped, its address range, its host slot), or just a host slot.
+// Memory released when its events complete: a freed buffer, or a host slot.
 typedef struct ao_deferred_s {
-    ao_buffer_t *buf; // NULL: only the host slot
-    bool mapped;
+    ao_buffer_t *buf; // NULL: only the host slot below
     void *host;
     size_t host_size;
     int nev;
@@ -60,44 +100,44 @@ typedef enum { PHASE_FORWARD, PHASE_BACKWARD } ao_phase_t;
 
 static struct {
     pthread_mutex_t mu;
-    bool ready, failed, used;
+    bool ready, failed;
     CUcontext ctx;
-    CUstream d2h, h2d;     // one stream per copy direction: both engines stay busy
-    ao_scope_t *scopes;    // newest first
-    ao_scope_t *open;      // the forward scope allocations go to
+    CUstream d2h, h2d;  // one stream per copy direction: both copy engines work
+    ao_scope_t *scopes; // newest first
+    ao_scope_t *open;   // the forward scope allocations go to
     ao_deferred_t *deferred;
-    CUevent free_events[256]; // idle events, timing disabled
-    int nfree_events;
-    CUevent timing_events[256];
-    int ntiming_events;
+    CUevent sync_events[AO_EVENT_CACHE], timing_events[AO_EVENT_CACHE];
+    int nsync_events, ntiming_events;
     CUstream streams[AO_MAX_STREAMS];
     int nstreams;
-    CUevent waits[64][2];  // compute-stream waits on reloads, timed by events
+    CUevent waits[64][2]; // compute-stream waits on reloads, timed by events
     int nwaits;
-    unsigned step;
     int mb;
-    int nlayers;           // layers in a forward pass, once one backward has begun
+    int nlayers; // layers in a forward pass, known once a backward began
     int max_fwd_layer;
     ao_phase_t phase[AO_MAX_MB];
-    int bwd_seen[AO_MAX_MB]; // last backward_begin layer + 1, 0 if none
+    int bwd_open[AO_MAX_MB]; // layer + 1 of the open backward, 0 if none
+    ao_learn_t learned[AO_MAX_LAYERS];
 } E = {.mu = PTHREAD_MUTEX_INITIALIZER, .max_fwd_layer = -1};
+
+static ao_ptrmap_t buffers = AO_PTRMAP_INIT; // address -> ao_buffer_t *
 
 bool ao_engine_off;
 static _Thread_local CUstream tls_stream;
 static _Thread_local bool tls_stream_set;
 
-// --- small helpers -----------------------------------------------------------
 #define WARN_ONCE(...)                                                                             \
     do {                                                                                           \
         static int once_;                                                                          \
         ao_warn_once(&once_, __VA_ARGS__);                                                         \
     } while (0)
 
+// --- events ---------------------------------------------------------------------------
 static CUevent event_get(bool timing)
 {
+    if (timing && E.ntiming_events) return E.timing_events[--E.ntiming_events];
+    if (!timing && E.nsync_events) return E.sync_events[--E.nsync_events];
     CUevent e = NULL;
-    if (timing ? E.ntiming_events : E.nfree_events)
-        return timing ? E.timing_events[--E.ntiming_events] : E.free_events[--E.nfree_events];
     if (ao_real.cuEventCreate(&e, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING) !=
         CUDA_SUCCESS)
         return NULL;
@@ -107,13 +147,13 @@ static CUevent event_get(bool timing)
 static void event_put(CUevent e, bool timing)
 {
     if (!e) return;
-    int *n = timing ? &E.ntiming_events : &E.nfree_events;
-    CUevent *v = timing ? E.timing_events : E.free_events;
-    if (*n < 256) v[(*n)++] = e;
+    int *n = timing ? &E.ntiming_events : &E.nsync_events;
+    CUevent *v = timing ? E.timing_events : E.sync_events;
+    if (*n < AO_EVENT_CACHE) v[(*n)++] = e;
     else ao_real.cuEventDestroy_v2(e);
 }
 
-// Record a fresh event on s; NULL if that failed.
+// A fresh event recorded on s; NULL if that failed.
 static CUevent record(CUstream s, bool timing)
 {
     CUevent e = event_get(timing);
@@ -125,7 +165,7 @@ static CUevent record(CUstream s, bool timing)
 }
 
 // Complete as far as the host can tell. An error other than "not ready"
-// (context torn down) also counts as complete: nothing can still run.
+// (a context torn down) counts as complete: nothing can still run.
 static bool done(CUevent e)
 {
     return !e || ao_real.cuEventQuery(e) != CUDA_ERROR_NOT_READY;
@@ -138,6 +178,7 @@ static uint64_t elapsed_ns(CUevent a, CUevent b)
     return (uint64_t)((double)ms * 1e6 + 0.5);
 }
 
+// --- streams ----------------------------------------------------------------------------
 static CUstream current_stream(void)
 {
     return tls_stream_set ? tls_stream : CU_STREAM_LEGACY;
@@ -148,25 +189,43 @@ static void note_stream_locked(CUstream s)
     for (int i = 0; i < E.nstreams; i++)
         if (E.streams[i] == s) return;
     if (E.nstreams < AO_MAX_STREAMS) E.streams[E.nstreams++] = s;
-    else WARN_ONCE("more than %d streams in use: cudaFree of a tracked buffer waits for the first %d only", AO_MAX_STREAMS, AO_MAX_STREAMS);
+    else
+        WARN_ONCE("more than %d streams in use: a cudaFree of a tracked buffer waits for the first %d only",
+                  AO_MAX_STREAMS, AO_MAX_STREAMS);
 }
 
-// --- start-up ---------------------------------------------------------------------
+void ao_engine_note_stream(CUstream s)
+{
+    if (tls_stream_set && tls_stream == s) return; // the hot path: same stream again
+    tls_stream = s;
+    tls_stream_set = true;
+    pthread_mutex_lock(&E.mu);
+    note_stream_locked(s);
+    pthread_mutex_unlock(&E.mu);
+}
+
+void ao_engine_forget_stream(CUstream s)
+{
+    if (tls_stream_set && tls_stream == s) tls_stream_set = false;
+    pthread_mutex_lock(&E.mu);
+    for (int i = 0; i < E.nstreams; i++)
+        if (E.streams[i] == s) E.streams[i] = E.streams[--E.nstreams];
+    pthread_mutex_unlock(&E.mu);
+}
+
+// --- start-up ---------------------------------------------------------------------------
 // The driver is brought up at the first tracked allocation or control call,
-// never in the constructor. The calling thread may not have a context yet
+// never in the constructor. The calling thread may have no current context
 // (a framework's autograd thread): use the primary context then.
 static bool ensure_ready(void)
 {
+    CUcontext c = NULL;
     if (E.ready) {
-        CUcontext c = NULL;
         if (ao_real.cuCtxGetCurrent(&c) == CUDA_SUCCESS && !c) ao_real.cuCtxSetCurrent(E.ctx);
         return true;
     }
-    if (E.failed) return false;
-    E.failed = true;
-    if (!ao_real_driver()) return false;
+    if (E.failed || !ao_real_driver()) return E.failed = true, false;
     CUresult r = ao_real.cuInit(0);
-    CUcontext c = NULL;
     if (r == CUDA_SUCCESS) r = ao_real.cuCtxGetCurrent(&c);
     if (r == CUDA_SUCCESS && !c) {
         r = ao_real.cuDevicePrimaryCtxRetain(&c, 0);
@@ -176,42 +235,129 @@ static bool ensure_ready(void)
     if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&E.d2h, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&E.h2d, CU_STREAM_NON_BLOCKING);
     if (r != CUDA_SUCCESS) {
-        ao_log(AO_LOG_WARN, "cannot set up device memory management (CUDA error %d): offloading disabled", (int)r);
-        return false;
+        ao_log(AO_LOG_WARN, "cannot set up device memory management (CUDA error %d): offloading disabled",
+               (int)r);
+        return E.failed = true, false;
     }
     E.ctx = c;
-    E.failed = false;
     E.ready = true;
     note_stream_locked(CU_STREAM_LEGACY);
     return true;
 }
 
-// --- releasing memory -------------------------------------------------------------
-static void buffer_unmap(ao_buffer_t *b)
+// --- chunks -------------------------------------------------------------------------------
+static void chunk_unmap(ao_chunk_t *c)
 {
-    CUresult r = ao_phys_unmap(b->addr, b->span);
-    if (r != CUDA_SUCCESS) WARN_ONCE("cuMemUnmap failed (CUDA error %d): device memory not released", (int)r);
-    ao_stat_device(0, -(int64_t)b->span, 0);
+    CUresult r = ao_phys_unmap(c->base, c->size, c->handle);
+    if (r != CUDA_SUCCESS)
+        WARN_ONCE("cuMemUnmap failed (CUDA error %d): device memory not released", (int)r);
+    c->mapped = false;
+    ao_stat_device(0, -(int64_t)c->size, 0);
 }
 
-static void buffer_destroy(ao_buffer_t *b, bool mapped)
+// Physical memory for a chunk. Memory about to be released (an offload copy
+// done soon, a freed buffer whose last kernels are queued) is waited for
+// rather than adding device memory: a host far ahead of the GPU would
+// otherwise map every layer before any release happened, and the peak would
+// be the peak without offloading. The wait blocks the host only while the
+// GPU still has queued work, so the GPU does not idle.
+static bool wait_one_release(void);
+static void drain_locked(void);
+
+static CUresult chunk_map(ao_chunk_t *c)
 {
-    if (mapped) buffer_unmap(b);
+    while (!ao_phys_pooled(c->size) && wait_one_release()) {
+    }
+    CUresult r = ao_phys_map(c->base, c->size, &c->handle);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        drain_locked();
+        r = ao_phys_map(c->base, c->size, &c->handle);
+    }
+    if (r == CUDA_SUCCESS) {
+        c->mapped = true;
+        ao_stat_device(0, (int64_t)c->size, 0);
+    }
+    return r;
+}
+
+static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size)
+{
+    ao_chunk_t *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->size = size;
+    c->scope = s;
+    c->state = AO_RESIDENT;
+    if (ao_va_alloc(size, &c->base) != CUDA_SUCCESS) {
+        WARN_ONCE("aoshim's device address range is full: further buffers are not tracked");
+        free(c);
+        return NULL;
+    }
+    if (chunk_map(c) != CUDA_SUCCESS || ao_extents_give(&c->free, c->base, size) < 0) {
+        if (c->mapped) chunk_unmap(c);
+        ao_va_free(c->base, size);
+        ao_extents_clear(&c->free);
+        free(c);
+        return NULL;
+    }
+    ao_stat_device(0, 0, (int64_t)size);
+    c->next = s->chunks;
+    s->chunks = c;
+    return c;
+}
+
+// A chunk with no buffer left goes away: unmapped, its range given back.
+static void chunk_maybe_free(ao_chunk_t *c)
+{
+    if (c->nlive || c->npending) return;
+    if (c->mapped) chunk_unmap(c);
+    ao_va_free(c->base, c->size);
+    ao_extents_clear(&c->free);
+    ao_stat_device(0, 0, -(int64_t)c->size);
+    for (ao_chunk_t **pp = &c->scope->chunks; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    free(c);
+}
+
+// A buffer whose release is complete: its space goes back to its chunk.
+static void buffer_release(ao_buffer_t *b)
+{
+    ao_chunk_t *c = b->chunk;
     if (b->host) ao_host_free(b->host, b->size);
-    size_t first = ao_vmm_index(b->addr), n = b->span >> ao_vmm.granule_shift;
-    for (size_t i = 0; i < n; i++) ao_vmm.owner_at[first + i] = NULL;
-    ao_va_free(b->addr, b->span);
-    ao_stat_device(0, 0, -(int64_t)b->span);
-    free(b);
-}
-
-static void scope_unlink_buffer(ao_scope_t *s, ao_buffer_t *b)
-{
-    for (ao_buffer_t **pp = &s->buffers; *pp; pp = &(*pp)->next)
+    ao_extents_give(&c->free, b->addr, b->rsize);
+    for (ao_buffer_t **pp = &c->buffers; *pp; pp = &(*pp)->next)
         if (*pp == b) {
             *pp = b->next;
-            return;
+            break;
         }
+    free(b);
+    chunk_maybe_free(c);
+}
+
+// --- scopes -------------------------------------------------------------------------------
+static void learn_free(ao_learn_t *l)
+{
+    free(l->size);
+    free(l->flags);
+    memset(l, 0, sizeof *l);
+}
+
+static bool learn_push(ao_learn_t *l, uint64_t size, uint8_t flags)
+{
+    if ((l->n & (l->n - 1)) == 0) { // grow at powers of two
+        size_t cap = l->n ? l->n * 2 : 16;
+        uint64_t *ns = realloc(l->size, cap * sizeof *ns);
+        if (ns) l->size = ns;
+        uint8_t *nf = realloc(l->flags, cap);
+        if (nf) l->flags = nf;
+        if (!ns || !nf) return false;
+    }
+    l->size[l->n] = size;
+    l->flags[l->n] = flags;
+    l->n++;
+    return true;
 }
 
 static void scope_destroy(ao_scope_t *s)
@@ -221,17 +367,24 @@ static void scope_destroy(ao_scope_t *s)
             *pp = s->next;
             break;
         }
-    if (E.open == s) E.open = NULL;
     event_put(s->ev_end, false);
     event_put(s->ev_release, false);
     event_put(s->ev_d2h0, true);
     event_put(s->ev_copied, true);
     event_put(s->ev_h2d0, true);
     event_put(s->ev_reloaded, true);
+    learn_free(&s->rec);
     free(s);
 }
 
-// Poll every pending event; act on what has completed. Never blocks.
+static ao_scope_t *scope_find(int layer, int mb)
+{
+    for (ao_scope_t *s = E.scopes; s; s = s->next)
+        if (s->layer == layer && s->mb == mb && !s->recompute) return s;
+    return NULL;
+}
+
+// --- polling: act on what the GPU has finished; never blocks -----------------------------
 static void poll_locked(void)
 {
     for (ao_deferred_t **pp = &E.deferred; *pp;) {
@@ -242,10 +395,14 @@ static void poll_locked(void)
             pp = &d->next;
             continue;
         }
-        for (int i = 0; i < d->nev; i++) event_put(d->ev[i], false);
-        if (d->buf) buffer_destroy(d->buf, d->mapped);
-        else ao_host_free(d->host, d->host_size);
         *pp = d->next;
+        for (int i = 0; i < d->nev; i++) event_put(d->ev[i], false);
+        if (d->buf) {
+            d->buf->chunk->npending--;
+            buffer_release(d->buf);
+        } else {
+            ao_host_free(d->host, d->host_size);
+        }
         free(d);
     }
     for (int i = 0; i < E.nwaits;) {
@@ -256,75 +413,53 @@ static void poll_locked(void)
         ao_stat_add(AO_STAT_RELOAD_WAIT_NS, (int64_t)elapsed_ns(E.waits[i][0], E.waits[i][1]));
         event_put(E.waits[i][0], true);
         event_put(E.waits[i][1], true);
-        E.waits[i][0] = E.waits[E.nwaits - 1][0];
-        E.waits[i][1] = E.waits[E.nwaits - 1][1];
         E.nwaits--;
+        E.waits[i][0] = E.waits[E.nwaits][0];
+        E.waits[i][1] = E.waits[E.nwaits][1];
     }
     for (ao_scope_t *s = E.scopes, *next; s; s = next) {
         next = s->next;
         if (s->state == AO_OFFLOADING && s->release_recorded && done(s->ev_copied) &&
             done(s->ev_release)) {
             ao_stat_add(AO_STAT_D2H_COPY_NS, (int64_t)elapsed_ns(s->ev_d2h0, s->ev_copied));
-            for (ao_buffer_t *b = s->buffers; b; b = b->next)
-                if (b->state == AO_OFFLOADING) {
-                    buffer_unmap(b);
-                    b->state = AO_OFFLOADED;
-                }
             s->state = AO_OFFLOADED;
         }
         if (s->state == AO_RELOADING && done(s->ev_reloaded)) {
             ao_stat_add(AO_STAT_H2D_COPY_NS, (int64_t)elapsed_ns(s->ev_h2d0, s->ev_reloaded));
-            for (ao_buffer_t *b = s->buffers; b; b = b->next)
-                if (b->state == AO_RELOADING) {
-                    ao_host_free(b->host, b->size);
-                    b->host = NULL;
-                    b->state = AO_RESIDENT;
-                }
             s->state = AO_RESIDENT;
         }
-        if (!s->buffers && s->ended && s != E.open &&
+        for (ao_chunk_t *c = s->chunks, *cn; c; c = cn) {
+            cn = c->next;
+            // Copied out and past its release point: give the memory back.
+            // A freed buffer still pending keeps the chunk until it is done.
+            if (c->state == AO_OFFLOADING && s->state == AO_OFFLOADED && !c->npending) {
+                chunk_unmap(c);
+                c->state = AO_OFFLOADED;
+            }
+            if (c->state == AO_RELOADING && s->state == AO_RESIDENT) {
+                for (ao_buffer_t *b = c->buffers; b; b = b->next)
+                    if (b->host && !b->freed) {
+                        ao_host_free(b->host, b->size);
+                        b->host = NULL;
+                    }
+                c->state = AO_RESIDENT;
+            }
+        }
+        if (!s->chunks && s->ended && s != E.open &&
             (s->state == AO_RESIDENT || s->state == AO_OFFLOADED))
             scope_destroy(s);
     }
 }
 
-// Wait (host side) for every deferred release: only when memory has run out.
-static void drain_locked(void)
-{
-    for (ao_deferred_t *d = E.deferred; d; d = d->next)
-        for (int i = 0; i < d->nev; i++)
-            if (d->ev[i]) ao_real.cuEventSynchronize(d->ev[i]);
-    for (ao_scope_t *s = E.scopes; s; s = s->next)
-        if (s->state == AO_OFFLOADING && s->release_recorded) {
-            ao_real.cuEventSynchronize(s->ev_copied);
-            ao_real.cuEventSynchronize(s->ev_release);
-        }
-    poll_locked();
-}
-
-// --- allocation -------------------------------------------------------------------
-bool ao_engine_wants(size_t size)
-{
-    return !ao_engine_off && __atomic_load_n(&E.open, __ATOMIC_ACQUIRE) != NULL &&
-           size >= ao_config.min_bytes && size > 0;
-}
-
-bool ao_engine_in_scope(void)
-{
-    return __atomic_load_n(&E.open, __ATOMIC_ACQUIRE) != NULL;
-}
-
-bool ao_engine_used(void) { return E.used; }
-
 // Wait for the oldest release under way; false if none is.
 static bool wait_one_release(void)
 {
+    ao_scope_t *scope = NULL;
+    for (ao_scope_t *s = E.scopes; s; s = s->next) // newest first: the last match is oldest
+        if (s->state == AO_OFFLOADING && s->release_recorded) scope = s;
     ao_deferred_t *oldest = NULL;
     for (ao_deferred_t *d = E.deferred; d; d = d->next)
-        if (d->buf && d->mapped) oldest = d; // the list is newest first
-    ao_scope_t *scope = NULL;
-    for (ao_scope_t *s = E.scopes; s; s = s->next)
-        if (s->state == AO_OFFLOADING && s->release_recorded) scope = s;
+        if (d->buf && d->buf->chunk->nlive == 0 && d->buf->chunk->mapped) oldest = d;
     if (scope) {
         ao_real.cuEventSynchronize(scope->ev_copied);
         ao_real.cuEventSynchronize(scope->ev_release);
@@ -338,87 +473,126 @@ static bool wait_one_release(void)
     return true;
 }
 
-// Physical memory for a tracked range. Memory that is about to be released
-// (an offload copy done soon, a freed buffer whose last kernels are queued)
-// is waited for rather than adding new device memory: otherwise a host far
-// ahead of the GPU would map every layer before any release could happen,
-// and the peak would be the peak without offloading. The wait blocks the
-// host only while the GPU still has queued work, so the GPU does not idle.
-static CUresult map_with_retry(CUdeviceptr p, size_t span)
+// Wait for every release under way: only when device memory has run out.
+static void drain_locked(void)
 {
-    size_t need = span >> ao_vmm.granule_shift;
-    while (ao_vmm.pool_len < need && wait_one_release()) {
+    for (ao_deferred_t *d = E.deferred; d; d = d->next)
+        for (int i = 0; i < d->nev; i++)
+            if (d->ev[i]) ao_real.cuEventSynchronize(d->ev[i]);
+    for (ao_scope_t *s = E.scopes; s; s = s->next)
+        if (s->state == AO_OFFLOADING && s->release_recorded) {
+            ao_real.cuEventSynchronize(s->ev_copied);
+            ao_real.cuEventSynchronize(s->ev_release);
+        }
+    poll_locked();
+}
+
+// --- allocation -----------------------------------------------------------------------------
+bool ao_engine_wants(size_t size)
+{
+    return !ao_engine_off && __atomic_load_n(&E.open, __ATOMIC_ACQUIRE) != NULL && size > 0 &&
+           size >= ao_config.min_bytes;
+}
+
+bool ao_engine_in_scope(void)
+{
+    return __atomic_load_n(&E.open, __ATOMIC_ACQUIRE) != NULL;
+}
+
+static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize)
+{
+    for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+        uint64_t lo;
+        if (c->state != AO_RESIDENT || ao_extents_take(&c->free, rsize, &lo) < 0) continue;
+        ao_buffer_t *b = calloc(1, sizeof *b);
+        if (!b) {
+            ao_extents_give(&c->free, lo, rsize);
+            return NULL;
+        }
+        b->addr = lo;
+        b->chunk = c;
+        b->next = c->buffers;
+        c->buffers = b;
+        c->nlive++;
+        return b;
     }
-    CUresult r = ao_phys_map(p, span);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        drain_locked();
-        r = ao_phys_map(p, span);
-    }
-    return r;
+    return NULL;
 }
 
 CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
 {
-    pthread_mutex_lock(&E.mu);
-    E.used = true;
-    ao_scope_t *s = E.open;
     CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&E.mu);
+    ao_scope_t *s = E.open;
     if (!s || !ensure_ready()) goto out;
     if (stream) {
         CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
         if (ao_real.cuStreamIsCapturing(stream, &cs) == CUDA_SUCCESS &&
             cs != CU_STREAM_CAPTURE_STATUS_NONE)
-            goto out; // graph memory is the graph's business
+            goto out; // graph memory belongs to the graph
         note_stream_locked(stream);
     }
     poll_locked();
-    ao_buffer_t *b = calloc(1, sizeof *b);
-    if (!b) goto out;
+    unsigned seq = s->rec.n;
+    const ao_learn_t *plan = s->plan;
+    bool planned = plan && seq < plan->n && plan->size[seq] == size;
+    if (planned && plan->flags[seq]) {
+        // A temporary last step (or kept): the real allocator serves it.
+        learn_push(&s->rec, size, plan->flags[seq]);
+        goto out;
+    }
+    size_t rsize = (size + AO_ALIGN - 1) & ~(AO_ALIGN - 1);
+    ao_buffer_t *b = suballoc(s, rsize);
+    if (!b) {
+        // One chunk for the layer's whole saved set when last step told us
+        // its size; otherwise a chunk of this buffer's own size.
+        size_t want = ao_vmm_round(rsize);
+        if (planned && !s->chunks && plan->saved > want) want = ao_vmm_round(plan->saved);
+        if (chunk_new(s, want)) b = suballoc(s, rsize);
+    }
+    if (!b) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
     b->size = size;
-    b->span = ao_vmm_round(size);
-    b->scope = s;
-    if (ao_va_alloc(b->span, &b->addr) != CUDA_SUCCESS) {
-        WARN_ONCE("aoshim's device address range is full: further buffers are not tracked");
-        free(b);
+    b->rsize = rsize;
+    b->seq = seq;
+    learn_push(&s->rec, size, 0);
+    if (!ao_ptrmap_put(&buffers, b->addr, (uint64_t)(uintptr_t)b)) {
+        b->freed = true; // unreachable by free: release it now
+        b->chunk->nlive--;
+        buffer_release(b);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
-    r = map_with_retry(b->addr, b->span);
-    if (r != CUDA_SUCCESS) {
-        ao_va_free(b->addr, b->span);
-        free(b);
-        goto out;
-    }
-    size_t first = ao_vmm_index(b->addr), n = b->span >> ao_vmm.granule_shift;
-    for (size_t i = 0; i < n; i++) ao_vmm.owner_at[first + i] = b;
-    b->next = s->buffers;
-    s->buffers = b;
     ao_stat_add(AO_STAT_TRACKED_BUFFERS, 1);
-    ao_stat_device(0, (int64_t)b->span, (int64_t)b->span);
     *out = b->addr;
+    r = CUDA_SUCCESS;
 out:
     pthread_mutex_unlock(&E.mu);
     return r;
 }
 
-static ao_buffer_t *buffer_at(CUdeviceptr p)
-{
-    if (!ao_vmm_owns(p)) return NULL;
-    ao_buffer_t *b = ao_vmm.owner_at[ao_vmm_index(p)];
-    return b && p >= b->addr && p < b->addr + b->size ? b : NULL;
-}
-
 CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
 {
     pthread_mutex_lock(&E.mu);
-    ao_buffer_t *b = buffer_at(p);
-    if (!b || b->addr != p) {
+    ao_buffer_t *b = (ao_buffer_t *)(uintptr_t)ao_ptrmap_take(&buffers, p);
+    if (!b) {
         pthread_mutex_unlock(&E.mu);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    ao_scope_t *s = b->scope;
-    scope_unlink_buffer(s, b);
+    ao_chunk_t *c = b->chunk;
+    ao_scope_t *s = c->scope;
+    b->freed = true;
+    c->nlive--;
+    // The allocation record learns which buffers are temporaries.
+    if (s == E.open && b->seq < s->rec.n) s->rec.flags[b->seq] |= LEARN_TEMP;
+    if (!c->mapped) { // offloaded: no device memory, no copy in flight
+        buffer_release(b);
+        pthread_mutex_unlock(&E.mu);
+        return CUDA_SUCCESS;
+    }
     ao_deferred_t *d = calloc(1, sizeof *d);
-    bool mapped = b->state != AO_OFFLOADED;
     if (!d) {
         // No memory to defer: release after everything on the device is done.
         // Rare enough that blocking this one caller is the honest fallback.
@@ -426,29 +600,27 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
             CUevent e = record(E.streams[i], false);
             if (e) ao_real.cuEventSynchronize(e), event_put(e, false);
         }
-        buffer_destroy(b, mapped);
+        buffer_release(b);
         pthread_mutex_unlock(&E.mu);
         return CUDA_SUCCESS;
     }
     d->buf = b;
-    d->mapped = mapped;
-    if (mapped) {
-        // The release must follow every use: on the freeing stream for a
-        // stream-ordered free, on every stream aoshim knows for cudaFree.
-        if (async) {
-            note_stream_locked(stream);
-            d->ev[d->nev++] = record(stream, false);
-        } else {
-            for (int i = 0; i < E.nstreams; i++) d->ev[d->nev++] = record(E.streams[i], false);
-        }
+    // The release must follow every use: on the freeing stream for a
+    // stream-ordered free; on every stream aoshim knows for cudaFree.
+    if (async) {
+        note_stream_locked(stream);
+        d->ev[d->nev++] = record(stream, false);
+    } else {
+        for (int i = 0; i < E.nstreams; i++) d->ev[d->nev++] = record(E.streams[i], false);
     }
-    // A copy in flight reads or writes this buffer's device and host memory.
-    if (b->state == AO_OFFLOADING) {
+    // A copy in flight reads or writes this buffer.
+    if (c->state == AO_OFFLOADING) {
         d->ev[d->nev++] = record(E.d2h, false);
         ao_stat_add(AO_STAT_COPIES_SKIPPED, 1);
-    } else if (b->state == AO_RELOADING) {
+    } else if (c->state == AO_RELOADING) {
         d->ev[d->nev++] = record(E.h2d, false);
     }
+    c->npending++;
     d->next = E.deferred;
     E.deferred = d;
     poll_locked();
@@ -467,71 +639,106 @@ bool ao_engine_trim(void)
     return n > 0;
 }
 
-void ao_engine_note_stream(CUstream s)
+// --- offload and reload ---------------------------------------------------------------------
+static bool chunk_has_kept(const ao_chunk_t *c)
 {
-    if (tls_stream_set && tls_stream == s) return;
-    tls_stream = s;
-    tls_stream_set = true;
-    pthread_mutex_lock(&E.mu);
-    note_stream_locked(s);
-    pthread_mutex_unlock(&E.mu);
+    for (const ao_buffer_t *b = c->buffers; b; b = b->next)
+        if (b->kept && !b->freed) return true;
+    return false;
 }
 
-// --- offload and reload -------------------------------------------------------------
-static bool is_last_layer(int layer)
+static void host_slots_free(ao_chunk_t *c)
 {
-    return E.nlayers > 0 && layer >= E.nlayers - 1;
+    for (ao_buffer_t *b = c->buffers; b; b = b->next)
+        if (b->host) {
+            ao_host_free(b->host, b->size);
+            b->host = NULL;
+        }
+}
+
+// Copy a chunk out: every live buffer gets a host slot, or none is copied
+// (the chunk is unmapped as a whole, so it goes as a whole).
+static uint64_t offload_chunk(ao_chunk_t *c)
+{
+    if (c->state != AO_RESIDENT || !c->nlive) return 0;
+    if (chunk_has_kept(c)) {
+        ao_stat_add(AO_STAT_KEPT_BY_USER, 1);
+        return 0;
+    }
+    for (ao_buffer_t *b = c->buffers; b; b = b->next) {
+        if (b->freed) continue;
+        int h = ao_host_alloc(b->size, &b->host);
+        if (h == AO_HOST_OK) continue;
+        b->host = NULL;
+        host_slots_free(c);
+        if (h == AO_HOST_LIMIT) {
+            ao_stat_add(AO_STAT_KEPT_HOST_LIMIT, c->nlive);
+            WARN_ONCE("AOSHIM_HOST_LIMIT reached: some layers stay on the device");
+        } else {
+            ao_stat_add(AO_STAT_KEPT_PIN_FAILED, c->nlive);
+            WARN_ONCE("pinning host memory failed: some layers stay on the device");
+        }
+        return 0;
+    }
+    uint64_t bytes = 0;
+    for (ao_buffer_t *b = c->buffers; b; b = b->next) {
+        if (b->freed) continue;
+        if (ao_real.cuMemcpyDtoHAsync_v2(b->host, b->addr, b->size, E.d2h) != CUDA_SUCCESS) {
+            // The chunk must stay: the copies queued before this one still
+            // run, and their slots are freed once the offload stream is past.
+            WARN_ONCE("offload copy failed: the layer stays on the device");
+            for (ao_buffer_t *h = c->buffers; h; h = h->next)
+                if (h->host) {
+                    ao_deferred_t *d = calloc(1, sizeof *d);
+                    if (d) {
+                        d->host = h->host;
+                        d->host_size = h->size;
+                        d->ev[d->nev++] = record(E.d2h, false);
+                        d->next = E.deferred;
+                        E.deferred = d;
+                    }
+                    h->host = NULL;
+                }
+            return 0;
+        }
+        bytes += b->size;
+        ao_stat_add(AO_STAT_OFFLOADED_BUFFERS, 1);
+    }
+    c->state = AO_OFFLOADING;
+    return bytes;
+}
+
+static bool layer_selected(int layer)
+{
+    if (!ao_layerset_has(&ao_config.offload_layers, (unsigned)layer, (unsigned)E.nlayers))
+        return false;
+    // The last layer's backward comes first: offloading it saves nothing.
+    if (E.nlayers > 0 && layer >= E.nlayers - 1) return false;
+    // 'all' also skips the layers whose reload is issued as soon as backward
+    // begins (the last 2 + prefetch): copying them saves nothing either.
+    return ao_config.offload_layers.kind != AO_LAYERS_ALL || E.nlayers == 0 ||
+           layer <= E.nlayers - 3 - (int)ao_config.prefetch;
 }
 
 static void offload(ao_scope_t *s)
 {
     s->offload_deferred = false;
-    if (!ao_layerset_has(&ao_config.offload_layers, (unsigned)s->layer, (unsigned)E.nlayers))
-        return;
-    // 'all' skips the layers whose reload is issued as soon as backward
-    // begins (the last 2 + prefetch): copying them saves nothing.
-    if (ao_config.offload_layers.kind == AO_LAYERS_ALL && E.nlayers > 0 &&
-        s->layer > E.nlayers - 3 - (int)ao_config.prefetch)
-        return;
+    if (!layer_selected(s->layer) || !s->ev_end) return;
     if (ao_real.cuStreamWaitEvent(E.d2h, s->ev_end, 0) != CUDA_SUCCESS) return;
+    event_put(s->ev_d2h0, true);
     s->ev_d2h0 = record(E.d2h, true);
     uint64_t bytes = 0;
-    for (ao_buffer_t *b = s->buffers; b; b = b->next) {
-        if (b->state != AO_RESIDENT) continue;
-        if (b->kept) {
-            ao_stat_add(AO_STAT_KEPT_BY_USER, 1);
-            continue;
-        }
-        int h = ao_host_alloc(b->size, &b->host);
-        if (h != AO_HOST_OK) {
-            b->host = NULL;
-            if (h == AO_HOST_LIMIT) {
-                ao_stat_add(AO_STAT_KEPT_HOST_LIMIT, 1);
-                WARN_ONCE("AOSHIM_HOST_LIMIT reached: some buffers stay on the device");
-            } else {
-                ao_stat_add(AO_STAT_KEPT_PIN_FAILED, 1);
-                WARN_ONCE("pinning host memory failed: some buffers stay on the device");
-            }
-            continue;
-        }
-        if (ao_real.cuMemcpyDtoHAsync_v2(b->host, b->addr, b->size, E.d2h) != CUDA_SUCCESS) {
-            ao_host_free(b->host, b->size);
-            b->host = NULL;
-            continue;
-        }
-        b->state = AO_OFFLOADING;
-        bytes += b->size;
-        ao_stat_add(AO_STAT_OFFLOADED_BUFFERS, 1);
-    }
-    s->ev_copied = record(E.d2h, true);
+    for (ao_chunk_t *c = s->chunks; c; c = c->next) bytes += offload_chunk(c);
     if (!bytes) return;
+    event_put(s->ev_copied, true);
+    s->ev_copied = record(E.d2h, true);
     ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)bytes);
     ao_stat_add(AO_STAT_LAYERS_OFFLOADED, 1);
     s->state = AO_OFFLOADING;
 }
 
-// Record the release point for the microbatch's scopes still being copied:
-// every kernel enqueued so far on their compute stream has been issued.
+// The release point of a microbatch's scopes still being copied: every
+// kernel that reads their outputs in this forward pass has been enqueued.
 static void release_point(int mb, const ao_scope_t *except)
 {
     for (ao_scope_t *s = E.scopes; s; s = s->next)
@@ -541,61 +748,72 @@ static void release_point(int mb, const ao_scope_t *except)
         }
 }
 
-// Bring the scope's buffers back. Returns 0 or AOSHIM_ESTATE if some buffer
-// could not get device memory (its data stays safe in host memory).
+// Give the host slots of a chunk whose offload is cancelled back once the
+// copies that fill them are done.
+static void cancel_chunk(ao_chunk_t *c)
+{
+    for (ao_buffer_t *b = c->buffers; b; b = b->next) {
+        if (!b->host || b->freed) continue;
+        ao_deferred_t *d = calloc(1, sizeof *d);
+        if (d) {
+            d->host = b->host;
+            d->host_size = b->size;
+            d->ev[d->nev++] = record(E.d2h, false);
+            d->next = E.deferred;
+            E.deferred = d;
+        } else {
+            WARN_ONCE("out of host memory: a pinned slot is not reused");
+        }
+        b->host = NULL;
+    }
+    c->state = AO_RESIDENT;
+    ao_stat_add(AO_STAT_OFFLOADS_CANCELLED, 1);
+}
+
+// Bring a scope back. Returns 0, or AOSHIM_ESTATE if some chunk could not
+// get device memory (its data stays safe in host memory).
 static int reload(ao_scope_t *s)
 {
     int rc = 0;
     uint64_t bytes = 0;
     bool h2d = false;
-    for (ao_buffer_t *b = s->buffers; b; b = b->next) {
-        if (b->state == AO_OFFLOADING) {
-            // Not released yet: the device copy is intact. Keep it, and give
-            // the host slot back once the copy that fills it is done.
-            ao_deferred_t *d = calloc(1, sizeof *d);
-            b->state = AO_RESIDENT;
-            ao_stat_add(AO_STAT_OFFLOADS_CANCELLED, 1);
-            if (d) {
-                d->host = b->host;
-                d->host_size = b->size;
-                d->ev[d->nev++] = record(E.d2h, false);
-                d->next = E.deferred;
-                E.deferred = d;
-            } else {
-                WARN_ONCE("out of host memory: a pinned slot is not reused");
-            }
-            b->host = NULL;
+    for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+        if (c->state == AO_OFFLOADING) { // not released yet: the device copy is intact
+            cancel_chunk(c);
             continue;
         }
-        if (b->state != AO_OFFLOADED) continue;
-        if (!h2d) {
-            s->ev_h2d0 = record(E.h2d, true);
-            h2d = true;
-        }
-        CUresult r = map_with_retry(b->addr, b->span);
+        if (c->state != AO_OFFLOADED) continue;
+        CUresult r = chunk_map(c);
         if (r != CUDA_SUCCESS) {
             ao_stat_add(AO_STAT_KEPT_NO_DEVICE_SPACE, 1);
             ao_log(AO_LOG_ERROR,
-                   "out of device memory reloading layer %d (microbatch %d): %zu bytes stay in host "
-                   "memory; kernels that read them will fail",
-                   s->layer, s->mb, b->size);
+                   "out of device memory reloading layer %d (microbatch %d): %zu bytes stay in "
+                   "host memory; kernels that read them will fail",
+                   s->layer, s->mb, c->size);
             rc = AOSHIM_ESTATE;
             continue;
         }
-        ao_stat_device(0, (int64_t)b->span, 0);
-        if (ao_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, E.h2d) != CUDA_SUCCESS) {
-            ao_log(AO_LOG_ERROR, "reload copy failed for layer %d: its data stays in host memory",
-                   s->layer);
-            buffer_unmap(b);
-            rc = AOSHIM_ESTATE;
-            continue;
+        if (!h2d) {
+            event_put(s->ev_h2d0, true);
+            s->ev_h2d0 = record(E.h2d, true);
+            h2d = true;
         }
-        b->state = AO_RELOADING;
-        bytes += b->size;
+        for (ao_buffer_t *b = c->buffers; b; b = b->next) {
+            if (b->freed || !b->host) continue;
+            if (ao_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, E.h2d) != CUDA_SUCCESS) {
+                ao_log(AO_LOG_ERROR, "reload copy failed for layer %d (microbatch %d)", s->layer,
+                       s->mb);
+                rc = AOSHIM_ESTATE;
+                continue;
+            }
+            bytes += b->size;
+        }
+        c->state = AO_RELOADING;
     }
     if (h2d) {
+        event_put(s->ev_reloaded, true);
         s->ev_reloaded = record(E.h2d, true);
-        s->state = bytes ? AO_RELOADING : AO_OFFLOADED;
+        s->state = AO_RELOADING;
         ao_stat_add(AO_STAT_RELOADED_BYTES, (int64_t)bytes);
     } else if (s->state == AO_OFFLOADING) {
         s->state = AO_RESIDENT;
@@ -603,14 +821,7 @@ static int reload(ao_scope_t *s)
     return rc;
 }
 
-static ao_scope_t *scope_find(int layer, int mb)
-{
-    for (ao_scope_t *s = E.scopes; s; s = s->next)
-        if (s->layer == layer && s->mb == mb && !s->recompute) return s;
-    return NULL;
-}
-
-// --- the control API ----------------------------------------------------------------
+// --- the control API ------------------------------------------------------------------------
 static int enter(void)
 {
     if (ao_engine_off) return AOSHIM_EDISABLED;
@@ -629,12 +840,15 @@ static int leave(int rc)
     return rc;
 }
 
+#define CHECK_ID(fn, v, max)                                                                       \
+    if ((v) < 0 || (v) >= (max)) {                                                                 \
+        WARN_ONCE(fn "(%d): ids go from 0 to %d", (v), (max)-1);                                   \
+        return AOSHIM_EINVAL;                                                                      \
+    }
+
 int ao_engine_layer_begin(int layer)
 {
-    if (layer < 0 || layer >= AO_MAX_LAYERS) {
-        WARN_ONCE("aoshim_layer_begin(%d): layer ids go from 0 to %d", layer, AO_MAX_LAYERS - 1);
-        return AOSHIM_EINVAL;
-    }
+    CHECK_ID("aoshim_layer_begin", layer, AO_MAX_LAYERS);
     int rc = enter();
     if (rc) return rc;
     if (E.open) {
@@ -646,32 +860,29 @@ int ao_engine_layer_begin(int layer)
     if (!s) return leave(AOSHIM_ESTATE);
     s->layer = layer;
     s->mb = E.mb;
-    s->step = E.step;
     s->stream = current_stream();
     s->recompute = E.phase[E.mb] == PHASE_BACKWARD;
     s->state = AO_RESIDENT;
-    if (!s->recompute) {
-        // A deferred offload of this microbatch's previous layer can go now:
-        // it was not the last layer.
-        for (ao_scope_t *p = E.scopes; p; p = p->next)
-            if (p->mb == E.mb && p->offload_deferred) offload(p);
-        if (layer > E.max_fwd_layer) E.max_fwd_layer = layer;
-    }
     s->next = E.scopes;
     E.scopes = s;
-    if (!s->recompute) __atomic_store_n(&E.open, s, __ATOMIC_RELEASE);
-    else s->ended = false;
-    E.used = true;
+    if (s->recompute) return leave(0); // recomputed in backward: never offloaded
+    // A deferred offload of this microbatch's previous layer can go now:
+    // that layer was not the last.
+    for (ao_scope_t *p = s->next; p; p = p->next)
+        if (p->mb == E.mb && p->offload_deferred) offload(p);
+    if (layer > E.max_fwd_layer) E.max_fwd_layer = layer;
+    if (E.learned[layer].n) s->plan = &E.learned[layer];
+    __atomic_store_n(&E.open, s, __ATOMIC_RELEASE);
     return leave(0);
 }
 
 int ao_engine_layer_end(int layer)
 {
+    CHECK_ID("aoshim_layer_end", layer, AO_MAX_LAYERS);
     int rc = enter();
     if (rc) return rc;
     ao_scope_t *s = E.open;
     if (!s) {
-        // A recomputation scope is not "open" for tracking: find it.
         for (ao_scope_t *r = E.scopes; r; r = r->next)
             if (r->recompute && !r->ended && r->layer == layer && r->mb == E.mb) {
                 r->ended = true;
@@ -686,43 +897,57 @@ int ao_engine_layer_end(int layer)
     }
     __atomic_store_n(&E.open, NULL, __ATOMIC_RELEASE);
     s->ended = true;
-    // Kernels of this layer have read the previous layers' outputs: that is
-    // their release point.
+    // Learn the layer for the next step: which allocations were temporaries
+    // or kept, and how much it saves.
+    s->rec.saved = 0;
+    for (ao_chunk_t *c = s->chunks; c; c = c->next)
+        for (ao_buffer_t *b = c->buffers; b; b = b->next) {
+            if (b->freed) continue;
+            if (b->kept) s->rec.flags[b->seq] |= LEARN_KEPT;
+            else s->rec.saved += b->rsize;
+        }
+    learn_free(&E.learned[layer]);
+    E.learned[layer] = s->rec;
+    memset(&s->rec, 0, sizeof s->rec);
+    s->plan = NULL;
+    // This layer's kernels have read the previous layers' outputs: their
+    // release point.
     release_point(s->mb, s);
     s->ev_end = record(s->stream, false);
-    if (!s->ev_end) return leave(0); // cannot order a copy: stay resident
-    if (E.nlayers == 0 || is_last_layer(layer)) s->offload_deferred = E.nlayers == 0;
+    if (E.nlayers == 0) s->offload_deferred = true; // is it the last layer? not known yet
     else offload(s);
     return leave(0);
 }
 
 int ao_engine_backward_begin(int layer)
 {
-    if (layer < 0 || layer >= AO_MAX_LAYERS) {
-        WARN_ONCE("aoshim_backward_begin(%d): layer ids go from 0 to %d", layer, AO_MAX_LAYERS - 1);
-        return AOSHIM_EINVAL;
-    }
+    CHECK_ID("aoshim_backward_begin", layer, AO_MAX_LAYERS);
     int rc = enter();
     if (rc) return rc;
     int mb = E.mb;
     if (E.phase[mb] == PHASE_FORWARD) {
+        if (layer > E.max_fwd_layer || !scope_find(layer, mb)) {
+            WARN_ONCE("aoshim_backward_begin(%d): layer %d never ran forward (microbatch %d)",
+                      layer, layer, mb);
+            return leave(AOSHIM_ESTATE);
+        }
         E.phase[mb] = PHASE_BACKWARD;
         if (E.max_fwd_layer + 1 > E.nlayers) E.nlayers = E.max_fwd_layer + 1;
         // The scope still waiting for a successor was the last layer: it stays.
         for (ao_scope_t *s = E.scopes; s; s = s->next)
             if (s->mb == mb) s->offload_deferred = false;
     }
-    release_point(mb, NULL);
-    ao_scope_t *self = scope_find(layer, mb);
-    if (!self && layer > E.max_fwd_layer) {
-        WARN_ONCE("aoshim_backward_begin(%d): layer %d never ran forward", layer, layer);
+    if (E.bwd_open[mb]) {
+        WARN_ONCE("aoshim_backward_begin(%d) while backward of layer %d is open", layer,
+                  E.bwd_open[mb] - 1);
         return leave(AOSHIM_ESTATE);
     }
-    E.bwd_seen[mb] = layer + 1;
+    release_point(mb, NULL);
+    E.bwd_open[mb] = layer + 1;
     // Backward of layer L reads L's saved buffers and its input, which layer
     // L-1 produced: both must be back. Prefetch brings L-2 .. L-1-d back
-    // while L runs; a scope needed now but not yet reloaded is a missed
-    // prefetch (its reload is still issued asynchronously).
+    // while L runs. One needed now but not yet reloaded is a missed prefetch;
+    // its reload is still issued asynchronously.
     int d = (int)ao_config.prefetch;
     for (int l = layer; l >= layer - 1 - d && l >= 0; l--) {
         ao_scope_t *s = scope_find(l, mb);
@@ -730,12 +955,12 @@ int ao_engine_backward_begin(int layer)
         if (l >= layer - 1 && s->state == AO_OFFLOADED) ao_stat_add(AO_STAT_PREFETCH_MISSED, 1);
         if (reload(s) != 0 && l >= layer - 1) rc = AOSHIM_ESTATE;
     }
+    // The stream that runs this backward waits on the GPU; the host goes on.
     CUstream cs = current_stream();
     CUevent w0 = NULL;
     for (int l = layer; l >= layer - 1 && l >= 0; l--) {
         ao_scope_t *s = scope_find(l, mb);
         if (!s || s->state != AO_RELOADING) continue;
-        // The stream that runs this backward waits on the GPU; the host goes on.
         if (!w0) w0 = record(cs, true);
         ao_real.cuStreamWaitEvent(cs, s->ev_reloaded, 0);
     }
@@ -755,14 +980,14 @@ int ao_engine_backward_begin(int layer)
 
 int ao_engine_backward_end(int layer)
 {
-    if (layer < 0) return AOSHIM_EINVAL;
+    CHECK_ID("aoshim_backward_end", layer, AO_MAX_LAYERS);
     int rc = enter();
     if (rc) return rc;
-    if (E.bwd_seen[E.mb] != layer + 1) {
+    if (E.bwd_open[E.mb] != layer + 1) {
         WARN_ONCE("aoshim_backward_end(%d) without aoshim_backward_begin(%d)", layer, layer);
         return leave(AOSHIM_ESTATE);
     }
-    E.bwd_seen[E.mb] = 0;
+    E.bwd_open[E.mb] = 0;
     return leave(0);
 }
 
@@ -777,28 +1002,25 @@ int ao_engine_step_end(void)
     if (E.max_fwd_layer + 1 > E.nlayers) E.nlayers = E.max_fwd_layer + 1;
     for (int i = 0; i < AO_MAX_MB; i++) {
         E.phase[i] = PHASE_FORWARD;
-        E.bwd_seen[i] = 0;
+        E.bwd_open[i] = 0;
     }
     for (ao_scope_t *s = E.scopes; s; s = s->next) {
         s->offload_deferred = false;
         s->ended = true;
     }
-    E.step++;
     E.mb = 0;
     return leave(0);
 }
 
 int ao_engine_set_microbatch(int mb)
 {
-    if (mb < 0 || mb >= AO_MAX_MB) {
-        WARN_ONCE("aoshim_set_microbatch(%d): microbatch ids go from 0 to %d", mb, AO_MAX_MB - 1);
-        return AOSHIM_EINVAL;
-    }
+    CHECK_ID("aoshim_set_microbatch", mb, AO_MAX_MB);
     if (ao_engine_off) return AOSHIM_EDISABLED;
     pthread_mutex_lock(&E.mu);
     if (E.open) {
+        int open = E.open->layer;
         pthread_mutex_unlock(&E.mu);
-        WARN_ONCE("aoshim_set_microbatch(%d) inside layer %d", mb, E.open->layer);
+        WARN_ONCE("aoshim_set_microbatch(%d) inside layer %d", mb, open);
         return AOSHIM_ESTATE;
     }
     E.mb = mb;
@@ -819,17 +1041,17 @@ int ao_engine_keep(CUdeviceptr p)
     if (ao_engine_off) return AOSHIM_EDISABLED;
     if (!ao_vmm_owns(p)) return 0; // not tracked: it is never offloaded anyway
     pthread_mutex_lock(&E.mu);
-    ao_buffer_t *b = buffer_at(p);
+    ao_buffer_t *b = (ao_buffer_t *)(uintptr_t)ao_ptrmap_get(&buffers, p);
     int rc = 0;
     if (!b) rc = AOSHIM_ENOTFOUND;
-    else if (b->state == AO_RESIDENT || b->state == AO_RELOADING) b->kept = true;
     else {
         b->kept = true;
-        rc = AOSHIM_ESTATE;
+        if (b->chunk->state == AO_OFFLOADED || b->chunk->state == AO_OFFLOADING) rc = AOSHIM_ESTATE;
     }
     pthread_mutex_unlock(&E.mu);
-    if (rc == AOSHIM_ENOTFOUND) WARN_ONCE("aoshim_keep(%p): no live buffer there", (void *)p);
+    if (rc == AOSHIM_ENOTFOUND) WARN_ONCE("aoshim_keep(%p): no buffer starts there", (void *)p);
     if (rc == AOSHIM_ESTATE)
-        WARN_ONCE("aoshim_keep(%p): the buffer is already offloaded; it stays so until its backward", (void *)p);
+        WARN_ONCE("aoshim_keep(%p): the buffer is already offloaded; it comes back at its backward",
+                  (void *)p);
     return rc;
 }

@@ -46,9 +46,8 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async);
 bool ao_engine_trim(void);
 // The calling thread used this stream (launch, async allocation).
 void ao_engine_note_stream(CUstream s);
-// Whether any CUDA allocation went through aoshim (the exit summary is
-// printed only then).
-bool ao_engine_used(void);
+// The program destroyed this stream: never record on it again.
+void ao_engine_forget_stream(CUstream s);
 
 // The control API (aoshim.h), returning AOSHIM_* codes.
 int ao_engine_layer_begin(int layer);

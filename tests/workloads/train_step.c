@@ -58,6 +58,7 @@ static cfg_t cfg = {
 typedef struct buf_s {
     void *p;
     uint64_t n;
+    bool temp; // allocated inside a layer and not saved for backward
 } buf_t;
 
 // What one layer saves for backward (Korthikanti et al. table: attention
@@ -116,6 +117,11 @@ static buf_t *dskip;        // [mb]: gradient of the long skip connection
 static buf_t d_input;       // gradient w.r.t. the input, summed over microbatches
 static uint64_t *act_bytes; // [layer]: saved bytes of (layer, mb 0) in step 0
 static uint64_t static_bytes;
+// Temporaries: allocated inside a layer (forward or backward) and not saved
+// for backward; the most alive at once bounds what a layer needs beyond its
+// saved activations.
+static uint64_t temp_live, temp_peak;
+static bool allocating_saved;
 static uint64_t size_hash = 0x6a09e667f3bcc908ULL; // sizes and FLOPs, in order
 
 static acts_t *A(int layer, int mb)
@@ -217,12 +223,15 @@ static void dalloc(buf_t *b, uint64_t n, const char *name, int layer, int mb)
     b->n = n;
     size_hash = ts_mix64(size_hash ^ n);
     if (layer < 0) static_bytes += n;
+    b->temp = layer >= 0 && !allocating_saved;
+    if (b->temp && (temp_live += n) > temp_peak) temp_peak = temp_live;
 }
 
 static void dfree(buf_t *b)
 {
     if (!b->p) return;
     live_del(b->p);
+    if (b->temp) temp_live -= b->n;
     if (cfg.use_async)
         CK(cudaFreeAsync(b->p, stream));
     else
@@ -313,7 +322,9 @@ static void fwd_layer(int L, int mb, bool recompute)
 
 #define SAVE(id, bytes)                                                                            \
     do {                                                                                           \
+        allocating_saved = true;                                                                   \
         dalloc(&sv[SV_##id], (bytes), sv_name[SV_##id], L, mb);                                    \
+        allocating_saved = false;                                                                  \
         if (count && (keep || SV_##id == SV_OUT)) act_bytes[L] += (bytes);                         \
     } while (0)
 
@@ -954,7 +965,8 @@ int main(int argc, char **argv)
            (double)step_ns / 1e6, st.launches, st.races);
     printf("train_step status=ok checksum=%s peak_device_bytes=%" PRIu64
            " activation_bytes_per_layer=%" PRIu64 " formula_bytes_per_layer=%" PRIu64
-           " static_bytes=%" PRIu64 " step_ns=%" PRIu64 " races=%" PRIu64 "\n",
-           checksum, peak, act, formula, static_bytes, step_ns, st.races);
+           " static_bytes=%" PRIu64 " temp_bytes_peak=%" PRIu64 " step_ns=%" PRIu64
+           " races=%" PRIu64 "\n",
+           checksum, peak, act, formula, static_bytes, temp_peak, step_ns, st.races);
     return 0;
 }
