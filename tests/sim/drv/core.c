@@ -26,19 +26,27 @@ static pthread_mutex_t sim_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static char sim_last_race[1024];
 
-void sim_lock(void) { pthread_mutex_lock(&sim_mu); }
-void sim_unlock(void) { pthread_mutex_unlock(&sim_mu); }
+void sim_lock(void)
+{
+    pthread_mutex_lock(&sim_mu);
+}
+void sim_unlock(void)
+{
+    pthread_mutex_unlock(&sim_mu);
+}
 
 CUresult sim_enter(void)
 {
     sim_lock();
-    if (!sim_initialized)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_initialized) return CUDA_ERROR_NOT_INITIALIZED;
     sim_host_advance(sim_cfg.api_ns);
     return CUDA_SUCCESS;
 }
 
-void sim_leave(void) { sim_unlock(); }
+void sim_leave(void)
+{
+    sim_unlock();
+}
 
 void sim_log(const char *fmt, ...)
 {
@@ -50,11 +58,9 @@ void sim_log(const char *fmt, ...)
     va_start(ap, fmt);
     int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
     va_end(ap);
-    if (m < 0)
-        m = 0;
+    if (m < 0) m = 0;
     size_t len = (size_t)n + (size_t)m;
-    if (len > sizeof buf - 2)
-        len = sizeof buf - 2;
+    if (len > sizeof buf - 2) len = sizeof buf - 2;
     buf[len++] = '\n';
     ssize_t w = write(2, buf, len);
     (void)w;
@@ -69,12 +75,12 @@ void sim_set_last_race(const char *text)
 // A bad SIM_* value stops the program before it runs, like a bad AOSHIM_*
 // value: a test double that silently falls back to defaults would measure
 // something other than what the test asked for.
-__attribute__((noreturn)) static void cfg_die(const char *var, const char *val, const char *accepted)
+__attribute__((noreturn)) static void cfg_die(const char *var, const char *val,
+                                              const char *accepted)
 {
     char buf[512];
     int n = snprintf(buf, sizeof buf, "simgpu: error: %s='%s': %s\n", var, val, accepted);
-    if (n > (int)sizeof buf - 1)
-        n = (int)sizeof buf - 1;
+    if (n > (int)sizeof buf - 1) n = (int)sizeof buf - 1;
     ssize_t w = write(2, buf, (size_t)n);
     (void)w;
     _exit(2);
@@ -83,58 +89,67 @@ __attribute__((noreturn)) static void cfg_die(const char *var, const char *val, 
 static uint64_t cfg_size(const char *var, uint64_t dflt)
 {
     const char *v = getenv(var);
-    if (!v || !*v)
-        return dflt;
-    const char *accepted = "a size in bytes with optional K/M/G/T suffix (powers of 1024), optional iB";
+    if (!v || !*v) return dflt;
+    const char *accepted =
+        "a size in bytes with optional K/M/G/T suffix (powers of 1024), optional iB";
     errno = 0;
     char *end;
     double x = strtod(v, &end);
-    if (end == v || errno || !(x > 0) || !isfinite(x))
-        cfg_die(var, v, accepted);
+    if (end == v || errno || !(x > 0) || !isfinite(x)) cfg_die(var, v, accepted);
     double mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1024.0 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        mul = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
+    default:
+        break;
     }
     if (mul > 1 && (strcmp(end, "iB") == 0 || strcmp(end, "ib") == 0 || strcmp(end, "B") == 0))
         end += strlen(end);
     else if (mul == 1 && strcmp(end, "B") == 0)
         end++;
-    if (*end)
-        cfg_die(var, v, accepted);
+    if (*end) cfg_die(var, v, accepted);
     double bytes = x * mul;
-    if (bytes < 1 || bytes > 1.8e19)
-        cfg_die(var, v, accepted);
+    if (bytes < 1 || bytes > 1.8e19) cfg_die(var, v, accepted);
     return (uint64_t)bytes;
 }
 
 static double cfg_double(const char *var, double dflt)
 {
     const char *v = getenv(var);
-    if (!v || !*v)
-        return dflt;
+    if (!v || !*v) return dflt;
     errno = 0;
     char *end;
     double x = strtod(v, &end);
-    if (end == v || *end || errno || !(x > 0) || !isfinite(x))
-        cfg_die(var, v, "a positive number");
+    if (end == v || *end || errno || !(x > 0) || !isfinite(x)) cfg_die(var, v, "a positive number");
     return x;
 }
 
 static bool cfg_bool(const char *var)
 {
     const char *v = getenv(var);
-    if (!v || !*v)
-        return false;
+    if (!v || !*v) return false;
     static const char *yes[] = {"1", "true", "yes", "on"}, *no[] = {"0", "false", "no", "off"};
     for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(v, yes[i]) == 0)
-            return true;
-        if (strcasecmp(v, no[i]) == 0)
-            return false;
+        if (strcasecmp(v, yes[i]) == 0) return true;
+        if (strcasecmp(v, no[i]) == 0) return false;
     }
     cfg_die(var, v, "1/0/true/false/yes/no/on/off");
 }
@@ -209,8 +224,7 @@ static uint64_t elapsed_now(void)
 
 void sim_exit_line(void)
 {
-    if (!sim_initialized || sim_cfg.quiet)
-        return;
+    if (!sim_initialized || sim_cfg.quiet) return;
     sim_log("peak_device_bytes=%llu current_device_bytes=%llu races=%llu faults=%llu "
             "elapsed_ns=%llu busy_compute_ns=%llu busy_d2h_ns=%llu busy_h2d_ns=%llu "
             "launches=%llu pin_calls=%llu mem_create=%llu address_reserve=%llu set_access=%llu",
@@ -228,12 +242,16 @@ void sim_exit_line(void)
 // unloaded. It reads counters only (plain integers that are never freed) and
 // takes the lock only if it is free: exit() from one thread while another
 // holds it must not hang the process.
+static pid_t sim_init_pid;
+
 __attribute__((destructor)) static void sim_at_exit(void)
 {
+    // A forked child (a data-loader worker, say) never prints its parent's
+    // line: tests read exactly one line per process that used the GPU.
+    if (getpid() != sim_init_pid) return;
     bool locked = pthread_mutex_trylock(&sim_mu) == 0;
     sim_exit_line();
-    if (locked)
-        sim_unlock();
+    if (locked) sim_unlock();
 }
 
 // --- init and version -------------------------------------------------------------------
@@ -248,6 +266,7 @@ SIM_EXPORT CUresult cuInit(unsigned int flags)
         cfg_load();
         sim_mem_init();
         sim_initialized = true;
+        sim_init_pid = getpid();
         sim_st.capacity_bytes = sim_cfg.capacity;
     }
     sim_host_advance(sim_cfg.api_ns);
@@ -258,114 +277,119 @@ SIM_EXPORT CUresult cuInit(unsigned int flags)
 SIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
 {
     // Valid before cuInit, as in the real driver.
-    if (!driverVersion)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
     *driverVersion = 13000;
     return CUDA_SUCCESS;
 }
 
 // --- errors --------------------------------------------------------------------------------
-#define SIM_ERRORS(X) \
-    X(CUDA_SUCCESS, "no error") \
-    X(CUDA_ERROR_INVALID_VALUE, "invalid argument") \
-    X(CUDA_ERROR_OUT_OF_MEMORY, "out of memory") \
-    X(CUDA_ERROR_NOT_INITIALIZED, "initialization error") \
-    X(CUDA_ERROR_DEINITIALIZED, "driver shutting down") \
-    X(CUDA_ERROR_PROFILER_DISABLED, "profiler disabled") \
-    X(CUDA_ERROR_PROFILER_NOT_INITIALIZED, "profiler not initialized") \
-    X(CUDA_ERROR_PROFILER_ALREADY_STARTED, "profiler already started") \
-    X(CUDA_ERROR_PROFILER_ALREADY_STOPPED, "profiler already stopped") \
-    X(CUDA_ERROR_STUB_LIBRARY, "stub library") \
-    X(CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, "call requires newer driver") \
-    X(CUDA_ERROR_DEVICE_UNAVAILABLE, "device unavailable") \
-    X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected") \
-    X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal") \
-    X(CUDA_ERROR_DEVICE_NOT_LICENSED, "device not licensed") \
-    X(CUDA_ERROR_INVALID_IMAGE, "invalid image") \
-    X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context") \
-    X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, "context already current") \
-    X(CUDA_ERROR_MAP_FAILED, "map failed") \
-    X(CUDA_ERROR_UNMAP_FAILED, "unmap failed") \
-    X(CUDA_ERROR_ARRAY_IS_MAPPED, "array is mapped") \
-    X(CUDA_ERROR_ALREADY_MAPPED, "resource already mapped") \
-    X(CUDA_ERROR_NO_BINARY_FOR_GPU, "no binary for gpu") \
-    X(CUDA_ERROR_ALREADY_ACQUIRED, "already acquired") \
-    X(CUDA_ERROR_NOT_MAPPED, "resource not mapped") \
-    X(CUDA_ERROR_NOT_MAPPED_AS_ARRAY, "not mapped as array") \
-    X(CUDA_ERROR_NOT_MAPPED_AS_POINTER, "not mapped as pointer") \
-    X(CUDA_ERROR_ECC_UNCORRECTABLE, "ecc uncorrectable") \
-    X(CUDA_ERROR_UNSUPPORTED_LIMIT, "unsupported limit") \
-    X(CUDA_ERROR_CONTEXT_ALREADY_IN_USE, "context already in use") \
-    X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "peer access unsupported") \
-    X(CUDA_ERROR_INVALID_PTX, "invalid ptx") \
-    X(CUDA_ERROR_INVALID_GRAPHICS_CONTEXT, "invalid graphics context") \
-    X(CUDA_ERROR_NVLINK_UNCORRECTABLE, "nvlink uncorrectable") \
-    X(CUDA_ERROR_JIT_COMPILER_NOT_FOUND, "jit compiler not found") \
-    X(CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "unsupported ptx version") \
-    X(CUDA_ERROR_JIT_COMPILATION_DISABLED, "jit compilation disabled") \
-    X(CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY, "unsupported exec affinity") \
-    X(CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC, "unsupported devside sync") \
-    X(CUDA_ERROR_CONTAINED, "contained") \
-    X(CUDA_ERROR_INVALID_SOURCE, "invalid source") \
-    X(CUDA_ERROR_FILE_NOT_FOUND, "file not found") \
-    X(CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND, "shared object symbol not found") \
-    X(CUDA_ERROR_SHARED_OBJECT_INIT_FAILED, "shared object init failed") \
-    X(CUDA_ERROR_OPERATING_SYSTEM, "OS call failed or operation not supported on this OS") \
-    X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle") \
-    X(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state") \
-    X(CUDA_ERROR_LOSSY_QUERY, "lossy query") \
-    X(CUDA_ERROR_NOT_FOUND, "named symbol not found") \
-    X(CUDA_ERROR_NOT_READY, "device not ready") \
-    X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered") \
-    X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "launch out of resources") \
-    X(CUDA_ERROR_LAUNCH_TIMEOUT, "launch timeout") \
-    X(CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING, "launch incompatible texturing") \
-    X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access already enabled") \
-    X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "peer access not enabled") \
-    X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "primary context active") \
-    X(CUDA_ERROR_CONTEXT_IS_DESTROYED, "context is destroyed") \
-    X(CUDA_ERROR_ASSERT, "assert") \
-    X(CUDA_ERROR_TOO_MANY_PEERS, "too many peers") \
-    X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "part or all of the requested memory range is already mapped") \
-    X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "pointer does not correspond to a registered memory region") \
-    X(CUDA_ERROR_HARDWARE_STACK_ERROR, "hardware stack error") \
-    X(CUDA_ERROR_ILLEGAL_INSTRUCTION, "illegal instruction") \
-    X(CUDA_ERROR_MISALIGNED_ADDRESS, "misaligned address") \
-    X(CUDA_ERROR_INVALID_ADDRESS_SPACE, "invalid address space") \
-    X(CUDA_ERROR_INVALID_PC, "invalid pc") \
-    X(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure") \
-    X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "cooperative launch too large") \
-    X(CUDA_ERROR_TENSOR_MEMORY_LEAK, "tensor memory leak") \
-    X(CUDA_ERROR_NOT_PERMITTED, "operation not permitted") \
-    X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported") \
-    X(CUDA_ERROR_SYSTEM_NOT_READY, "system not ready") \
-    X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "system driver mismatch") \
-    X(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, "compat not supported on device") \
-    X(CUDA_ERROR_MPS_CONNECTION_FAILED, "mps connection failed") \
-    X(CUDA_ERROR_MPS_RPC_FAILURE, "mps rpc failure") \
-    X(CUDA_ERROR_MPS_SERVER_NOT_READY, "mps server not ready") \
-    X(CUDA_ERROR_MPS_MAX_CLIENTS_REACHED, "mps max clients reached") \
-    X(CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED, "mps max connections reached") \
-    X(CUDA_ERROR_MPS_CLIENT_TERMINATED, "mps client terminated") \
-    X(CUDA_ERROR_CDP_NOT_SUPPORTED, "cdp not supported") \
-    X(CUDA_ERROR_CDP_VERSION_MISMATCH, "cdp version mismatch") \
-    X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing") \
-    X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "operation failed due to a previous error during capture") \
-    X(CUDA_ERROR_STREAM_CAPTURE_MERGE, "stream capture merge") \
-    X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "stream capture unmatched") \
-    X(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "stream capture unjoined") \
-    X(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "stream capture isolation") \
-    X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "stream capture implicit") \
-    X(CUDA_ERROR_CAPTURED_EVENT, "captured event") \
-    X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "stream capture wrong thread") \
-    X(CUDA_ERROR_TIMEOUT, "timeout") \
-    X(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "graph exec update failure") \
-    X(CUDA_ERROR_EXTERNAL_DEVICE, "external device") \
-    X(CUDA_ERROR_INVALID_CLUSTER_SIZE, "invalid cluster size") \
-    X(CUDA_ERROR_FUNCTION_NOT_LOADED, "function not loaded") \
-    X(CUDA_ERROR_INVALID_RESOURCE_TYPE, "invalid resource type") \
-    X(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "invalid resource configuration") \
-    X(CUDA_ERROR_KEY_ROTATION, "key rotation") \
+// Every code of cuda.h's CUresult enum. The texts of the codes a program is
+// likely to print are the real driver's; the rare ones are their names in
+// words (the real strings differ; nothing should parse them).
+#define SIM_ERRORS(X)                                                                              \
+    X(CUDA_SUCCESS, "no error")                                                                    \
+    X(CUDA_ERROR_INVALID_VALUE, "invalid argument")                                                \
+    X(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")                                                   \
+    X(CUDA_ERROR_NOT_INITIALIZED, "initialization error")                                          \
+    X(CUDA_ERROR_DEINITIALIZED, "driver shutting down")                                            \
+    X(CUDA_ERROR_PROFILER_DISABLED, "profiler disabled")                                           \
+    X(CUDA_ERROR_PROFILER_NOT_INITIALIZED, "profiler not initialized")                             \
+    X(CUDA_ERROR_PROFILER_ALREADY_STARTED, "profiler already started")                             \
+    X(CUDA_ERROR_PROFILER_ALREADY_STOPPED, "profiler already stopped")                             \
+    X(CUDA_ERROR_STUB_LIBRARY, "stub library")                                                     \
+    X(CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, "call requires newer driver")                         \
+    X(CUDA_ERROR_DEVICE_UNAVAILABLE, "device unavailable")                                         \
+    X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")                                  \
+    X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")                                         \
+    X(CUDA_ERROR_DEVICE_NOT_LICENSED, "device not licensed")                                       \
+    X(CUDA_ERROR_INVALID_IMAGE, "invalid image")                                                   \
+    X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                                        \
+    X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, "context already current")                               \
+    X(CUDA_ERROR_MAP_FAILED, "map failed")                                                         \
+    X(CUDA_ERROR_UNMAP_FAILED, "unmap failed")                                                     \
+    X(CUDA_ERROR_ARRAY_IS_MAPPED, "array is mapped")                                               \
+    X(CUDA_ERROR_ALREADY_MAPPED, "resource already mapped")                                        \
+    X(CUDA_ERROR_NO_BINARY_FOR_GPU, "no binary for gpu")                                           \
+    X(CUDA_ERROR_ALREADY_ACQUIRED, "already acquired")                                             \
+    X(CUDA_ERROR_NOT_MAPPED, "resource not mapped")                                                \
+    X(CUDA_ERROR_NOT_MAPPED_AS_ARRAY, "not mapped as array")                                       \
+    X(CUDA_ERROR_NOT_MAPPED_AS_POINTER, "not mapped as pointer")                                   \
+    X(CUDA_ERROR_ECC_UNCORRECTABLE, "ecc uncorrectable")                                           \
+    X(CUDA_ERROR_UNSUPPORTED_LIMIT, "unsupported limit")                                           \
+    X(CUDA_ERROR_CONTEXT_ALREADY_IN_USE, "context already in use")                                 \
+    X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "peer access unsupported")                               \
+    X(CUDA_ERROR_INVALID_PTX, "invalid ptx")                                                       \
+    X(CUDA_ERROR_INVALID_GRAPHICS_CONTEXT, "invalid graphics context")                             \
+    X(CUDA_ERROR_NVLINK_UNCORRECTABLE, "nvlink uncorrectable")                                     \
+    X(CUDA_ERROR_JIT_COMPILER_NOT_FOUND, "jit compiler not found")                                 \
+    X(CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "unsupported ptx version")                               \
+    X(CUDA_ERROR_JIT_COMPILATION_DISABLED, "jit compilation disabled")                             \
+    X(CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY, "unsupported exec affinity")                           \
+    X(CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC, "unsupported devside sync")                             \
+    X(CUDA_ERROR_CONTAINED, "contained")                                                           \
+    X(CUDA_ERROR_INVALID_SOURCE, "invalid source")                                                 \
+    X(CUDA_ERROR_FILE_NOT_FOUND, "file not found")                                                 \
+    X(CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND, "shared object symbol not found")                 \
+    X(CUDA_ERROR_SHARED_OBJECT_INIT_FAILED, "shared object init failed")                           \
+    X(CUDA_ERROR_OPERATING_SYSTEM, "OS call failed or operation not supported on this OS")         \
+    X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                                        \
+    X(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state")          \
+    X(CUDA_ERROR_LOSSY_QUERY, "lossy query")                                                       \
+    X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                                              \
+    X(CUDA_ERROR_NOT_READY, "device not ready")                                                    \
+    X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered")                      \
+    X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "launch out of resources")                               \
+    X(CUDA_ERROR_LAUNCH_TIMEOUT, "launch timeout")                                                 \
+    X(CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING, "launch incompatible texturing")                   \
+    X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access already enabled")                       \
+    X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "peer access not enabled")                               \
+    X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "primary context active")                                 \
+    X(CUDA_ERROR_CONTEXT_IS_DESTROYED, "context is destroyed")                                     \
+    X(CUDA_ERROR_ASSERT, "assert")                                                                 \
+    X(CUDA_ERROR_TOO_MANY_PEERS, "too many peers")                                                 \
+    X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,                                                   \
+      "part or all of the requested memory range is already mapped")                               \
+    X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,                                                       \
+      "pointer does not correspond to a registered memory region")                                 \
+    X(CUDA_ERROR_HARDWARE_STACK_ERROR, "hardware stack error")                                     \
+    X(CUDA_ERROR_ILLEGAL_INSTRUCTION, "illegal instruction")                                       \
+    X(CUDA_ERROR_MISALIGNED_ADDRESS, "misaligned address")                                         \
+    X(CUDA_ERROR_INVALID_ADDRESS_SPACE, "invalid address space")                                   \
+    X(CUDA_ERROR_INVALID_PC, "invalid pc")                                                         \
+    X(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure")                                      \
+    X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "cooperative launch too large")                     \
+    X(CUDA_ERROR_TENSOR_MEMORY_LEAK, "tensor memory leak")                                         \
+    X(CUDA_ERROR_NOT_PERMITTED, "operation not permitted")                                         \
+    X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")                                         \
+    X(CUDA_ERROR_SYSTEM_NOT_READY, "system not ready")                                             \
+    X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "system driver mismatch")                                 \
+    X(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, "compat not supported on device")                 \
+    X(CUDA_ERROR_MPS_CONNECTION_FAILED, "mps connection failed")                                   \
+    X(CUDA_ERROR_MPS_RPC_FAILURE, "mps rpc failure")                                               \
+    X(CUDA_ERROR_MPS_SERVER_NOT_READY, "mps server not ready")                                     \
+    X(CUDA_ERROR_MPS_MAX_CLIENTS_REACHED, "mps max clients reached")                               \
+    X(CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED, "mps max connections reached")                       \
+    X(CUDA_ERROR_MPS_CLIENT_TERMINATED, "mps client terminated")                                   \
+    X(CUDA_ERROR_CDP_NOT_SUPPORTED, "cdp not supported")                                           \
+    X(CUDA_ERROR_CDP_VERSION_MISMATCH, "cdp version mismatch")                                     \
+    X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing")   \
+    X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,                                                       \
+      "operation failed due to a previous error during capture")                                   \
+    X(CUDA_ERROR_STREAM_CAPTURE_MERGE, "stream capture merge")                                     \
+    X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "stream capture unmatched")                             \
+    X(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "stream capture unjoined")                               \
+    X(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "stream capture isolation")                             \
+    X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "stream capture implicit")                               \
+    X(CUDA_ERROR_CAPTURED_EVENT, "captured event")                                                 \
+    X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "stream capture wrong thread")                       \
+    X(CUDA_ERROR_TIMEOUT, "timeout")                                                               \
+    X(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "graph exec update failure")                           \
+    X(CUDA_ERROR_EXTERNAL_DEVICE, "external device")                                               \
+    X(CUDA_ERROR_INVALID_CLUSTER_SIZE, "invalid cluster size")                                     \
+    X(CUDA_ERROR_FUNCTION_NOT_LOADED, "function not loaded")                                       \
+    X(CUDA_ERROR_INVALID_RESOURCE_TYPE, "invalid resource type")                                   \
+    X(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "invalid resource configuration")                 \
+    X(CUDA_ERROR_KEY_ROTATION, "key rotation")                                                     \
     X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 static const struct {
@@ -381,8 +405,7 @@ static const struct {
 // CUDA_ERROR_INVALID_VALUE and *p = NULL, as documented in cuda.h.
 SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
-    if (!pStr)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < sizeof sim_errors / sizeof sim_errors[0]; i++)
         if (sim_errors[i].code == error) {
             *pStr = sim_errors[i].name;
@@ -394,8 +417,7 @@ SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
 
 SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
 {
-    if (!pStr)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < sizeof sim_errors / sizeof sim_errors[0]; i++)
         if (sim_errors[i].code == error) {
             *pStr = sim_errors[i].text;
@@ -406,15 +428,18 @@ SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
 }
 
 // --- devices ---------------------------------------------------------------------------------
-#define SIM_RET(e) do { CUresult r_ = (e); sim_leave(); return r_; } while (0)
+#define SIM_RET(e)                                                                                 \
+    do {                                                                                           \
+        CUresult r_ = (e);                                                                         \
+        sim_leave();                                                                               \
+        return r_;                                                                                 \
+    } while (0)
 
 SIM_EXPORT CUresult cuDeviceGetCount(int *count)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!count)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if (!count) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     *count = 1;
     SIM_RET(CUDA_SUCCESS);
 }
@@ -422,12 +447,9 @@ SIM_EXPORT CUresult cuDeviceGetCount(int *count)
 SIM_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!device)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    if (ordinal != 0)
-        SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    if (r) SIM_RET(r);
+    if (!device) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (ordinal != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
     *device = 0;
     SIM_RET(CUDA_SUCCESS);
 }
@@ -435,12 +457,9 @@ SIM_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
 SIM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!name || len <= 0)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0)
-        SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    if (r) SIM_RET(r);
+    if (!name || len <= 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
     snprintf(name, (size_t)len, "simgpu %s (simulated)",
              strcmp(sim_cfg.profile_name, "a100") == 0 ? "A100" : "H100");
     SIM_RET(CUDA_SUCCESS);
@@ -449,12 +468,9 @@ SIM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 SIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!uuid)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0)
-        SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    if (r) SIM_RET(r);
+    if (!uuid) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
     memcpy(uuid->bytes, "simgpu-device-00", 16);
     SIM_RET(CUDA_SUCCESS);
 }
@@ -462,12 +478,9 @@ SIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!bytes)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0)
-        SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    if (r) SIM_RET(r);
+    if (!bytes) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
     *bytes = (size_t)sim_cfg.capacity;
     SIM_RET(CUDA_SUCCESS);
 }
@@ -475,12 +488,9 @@ SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 SIM_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!pciBusId || len <= 0)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0)
-        SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    if (r) SIM_RET(r);
+    if (!pciBusId || len <= 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
     snprintf(pciBusId, (size_t)len, "0000:01:00.0");
     SIM_RET(CUDA_SUCCESS);
 }
@@ -491,72 +501,191 @@ static bool device_attribute(CUdevice_attribute a, int *v)
 {
     bool a100 = strcmp(sim_cfg.profile_name, "a100") == 0;
     switch (a) {
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *v = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *v = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *v = 64; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *v = 2147483647; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *v = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *v = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *v = 49152; break;
-    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: *v = 65536; break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_PITCH: *v = 2147483647; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: *v = 65536; break;
-    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *v = a100 ? 1410000 : 1980000; break;
-    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: *v = 512; break;
-    case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = a100 ? 108 : 132; break;
-    case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_INTEGRATED: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: *v = CU_COMPUTEMODE_DEFAULT; break;
-    case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: *v = 512; break;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_TCC_DRIVER: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: *v = a100 ? 1593000 : 2619000; break;
-    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: *v = 5120; break;
-    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *v = a100 ? 40 << 20 : 50 << 20; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *v = 2048; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+        *v = 1024;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+        *v = 1024;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+        *v = 1024;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+        *v = 64;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+        *v = 2147483647;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+        *v = 65535;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+        *v = 65535;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+        *v = 49152;
+        break;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
+        *v = 65536;
+        break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+        *v = 32;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH:
+        *v = 2147483647;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
+        *v = 65536;
+        break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+        *v = a100 ? 1410000 : 1980000;
+        break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
+        *v = 512;
+        break;
+    case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+        *v = a100 ? 108 : 132;
+        break;
+    case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT:
+        *v = 0;
+        break;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED:
+        *v = 0;
+        break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
+        *v = CU_COMPUTEMODE_DEFAULT;
+        break;
+    case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT:
+        *v = 512;
+        break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+        *v = 0;
+        break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
+        *v = 0;
+        break;
+    case CU_DEVICE_ATTRIBUTE_TCC_DRIVER:
+        *v = 0;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+        *v = a100 ? 1593000 : 2619000;
+        break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+        *v = 5120;
+        break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+        *v = a100 ? 40 << 20 : 50 << 20;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+        *v = 2048;
+        break;
     // Real H100 reports 3 (DESIGN.md): still one engine per direction.
-    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: *v = a100 ? 2 : 3; break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: *v = 32; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = a100 ? 8 : 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *v = a100 ? 167936 : 233472; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: *v = 65536; break;
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = a100 ? 166912 : 232448; break;
-    case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: *v = 32; break;
-    case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *v = a100 ? 0 : 1; break;
-    case CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+        *v = a100 ? 2 : 3;
+        break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT:
+        *v = 32;
+        break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+        *v = a100 ? 8 : 9;
+        break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+        *v = 0;
+        break;
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+        *v = a100 ? 167936 : 233472;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
+        *v = 65536;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD:
+        *v = 0;
+        break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+        *v = a100 ? 166912 : 232448;
+        break;
+    case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+        *v = 0;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
+        *v = 32;
+        break;
+    case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+        *v = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
+        *v = 0;
+        break;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
+        *v = a100 ? 0 : 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED:
+        *v = 0;
+        break;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:
+        *v = 0;
+        break;
+    case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG:
+        *v = 0;
+        break;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
+        *v = 0;
+        break;
     default:
         // A valid attribute this double does not model reads 0 (feature
         // absent), the conservative answer; out-of-range ones are invalid.
-        if ((int)a <= 0 || (int)a >= (int)CU_DEVICE_ATTRIBUTE_MAX)
-            return false;
+        if ((int)a <= 0 || (int)a >= (int)CU_DEVICE_ATTRIBUTE_MAX) return false;
         *v = 0;
         break;
     }
@@ -566,14 +695,10 @@ static bool device_attribute(CUdevice_attribute a, int *v)
 SIM_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!pi)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0)
-        SIM_RET(CUDA_ERROR_INVALID_DEVICE);
-    if (!device_attribute(attrib, pi))
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if (!pi) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    if (!device_attribute(attrib, pi)) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     SIM_RET(CUDA_SUCCESS);
 }
 
@@ -592,34 +717,38 @@ static struct CUctx_st sim_primary = {SIM_CTX_MAGIC, 0, 0};
 static __thread CUcontext tl_ctx[SIM_CTX_STACK];
 static __thread int tl_depth; // tl_ctx[tl_depth-1] is current; 0: none
 
-static CUcontext ctx_current(void) { return tl_depth ? tl_ctx[tl_depth - 1] : NULL; }
+static CUcontext ctx_current(void)
+{
+    return tl_depth ? tl_ctx[tl_depth - 1] : NULL;
+}
 
 CUresult sim_ctx_check(void)
 {
     CUcontext c = ctx_current();
-    if (!c)
-        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     // Stricter than real CUDA in one corner: a primary context released to
     // zero retains is reset there (its memory freed); we keep the memory but
     // refuse work through the stale handle.
-    if (c->refcount <= 0)
-        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (c->refcount <= 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     return CUDA_SUCCESS;
 }
 
-static bool ctx_valid(CUcontext c) { return c == &sim_primary; }
+static bool ctx_valid(CUcontext c)
+{
+    return c == &sim_primary;
+}
 
-CUcontext sim_primary_ctx(void) { return &sim_primary; }
+CUcontext sim_primary_ctx(void)
+{
+    return &sim_primary;
+}
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!pctx)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0)
-        SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    if (r) SIM_RET(r);
+    if (!pctx) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
     sim_primary.refcount++;
     *pctx = &sim_primary;
     SIM_RET(CUDA_SUCCESS);
@@ -628,14 +757,11 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (dev != 0)
-        SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    if (r) SIM_RET(r);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
     // Releasing more than retained: the real driver answers
     // CUDA_ERROR_INVALID_CONTEXT (primary context not active).
-    if (sim_primary.refcount <= 0)
-        SIM_RET(CUDA_ERROR_INVALID_CONTEXT);
+    if (sim_primary.refcount <= 0) SIM_RET(CUDA_ERROR_INVALID_CONTEXT);
     sim_primary.refcount--;
     SIM_RET(CUDA_SUCCESS);
 }
@@ -643,12 +769,9 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!flags || !active)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    if (dev != 0)
-        SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    if (r) SIM_RET(r);
+    if (!flags || !active) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
     *flags = sim_primary.flags;
     *active = sim_primary.refcount > 0;
     SIM_RET(CUDA_SUCCESS);
@@ -657,10 +780,8 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags
 SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (dev != 0)
-        SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    if (r) SIM_RET(r);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
     // Scheduling flags (0..7 and their combinations with LMEM_RESIZE_TO_MAX);
     // anything else is an invalid value.
     if (flags & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_SYNC_MEMOPS))
@@ -672,10 +793,8 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int fla
 SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (dev != 0)
-        SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    if (r) SIM_RET(r);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
     // Real: destroys all allocations of the context. Not modelled: the shim
     // never resets, and a simulator that frees memory here would hide the
     // caller's use-after-reset behind fresh allocations. Say so loudly.
@@ -686,10 +805,8 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!pctx)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if (!pctx) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     *pctx = ctx_current();
     SIM_RET(CUDA_SUCCESS);
 }
@@ -697,14 +814,11 @@ SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
 SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (ctx && !ctx_valid(ctx))
-        SIM_RET(CUDA_ERROR_INVALID_CONTEXT);
+    if (r) SIM_RET(r);
+    if (ctx && !ctx_valid(ctx)) SIM_RET(CUDA_ERROR_INVALID_CONTEXT);
     // Replaces the top of the stack; NULL unbinds (pops), as documented.
     if (!ctx) {
-        if (tl_depth)
-            tl_depth--;
+        if (tl_depth) tl_depth--;
     } else if (tl_depth) {
         tl_ctx[tl_depth - 1] = ctx;
     } else {
@@ -716,10 +830,8 @@ SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 SIM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!ctx || !ctx_valid(ctx))
-        SIM_RET(CUDA_ERROR_INVALID_CONTEXT);
+    if (r) SIM_RET(r);
+    if (!ctx || !ctx_valid(ctx)) SIM_RET(CUDA_ERROR_INVALID_CONTEXT);
     if (tl_depth == SIM_CTX_STACK)
         SIM_RET(CUDA_ERROR_INVALID_VALUE); // deeper than any sane program
     tl_ctx[tl_depth++] = ctx;
@@ -729,26 +841,20 @@ SIM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 SIM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!tl_depth)
-        SIM_RET(CUDA_ERROR_INVALID_CONTEXT);
+    if (r) SIM_RET(r);
+    if (!tl_depth) SIM_RET(CUDA_ERROR_INVALID_CONTEXT);
     CUcontext c = tl_ctx[--tl_depth];
-    if (pctx)
-        *pctx = c;
+    if (pctx) *pctx = c;
     SIM_RET(CUDA_SUCCESS);
 }
 
 SIM_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!device)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if (!device) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     r = sim_ctx_check();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     *device = 0;
     SIM_RET(CUDA_SUCCESS);
 }
@@ -756,13 +862,10 @@ SIM_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 SIM_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!flags)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if (!flags) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     r = sim_ctx_check();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     *flags = sim_primary.flags;
     SIM_RET(CUDA_SUCCESS);
 }
@@ -770,14 +873,10 @@ SIM_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
 SIM_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!version)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    if (!ctx)
-        ctx = ctx_current();
-    if (!ctx || !ctx_valid(ctx))
-        SIM_RET(CUDA_ERROR_INVALID_CONTEXT);
+    if (r) SIM_RET(r);
+    if (!version) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!ctx) ctx = ctx_current();
+    if (!ctx || !ctx_valid(ctx)) SIM_RET(CUDA_ERROR_INVALID_CONTEXT);
     *version = 12010; // what current drivers report for a primary context
     SIM_RET(CUDA_SUCCESS);
 }
@@ -785,27 +884,23 @@ SIM_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 SIM_EXPORT CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     r = sim_ctx_check();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     // Hopper and Ampere: 0 (least) to -5 (greatest).
-    if (leastPriority)
-        *leastPriority = 0;
-    if (greatestPriority)
-        *greatestPriority = -5;
+    if (leastPriority) *leastPriority = 0;
+    if (greatestPriority) *greatestPriority = -5;
     SIM_RET(CUDA_SUCCESS);
 }
 
 SIM_EXPORT CUresult cuCtxSynchronize(void)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     r = sim_ctx_check();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    // Synchronising the device is a potentially unsafe call during capture.
+    if ((r = sim_capture_unsafe_call())) SIM_RET(r);
     sim_device_sync();
     SIM_RET(CUDA_SUCCESS);
 }
@@ -814,13 +909,10 @@ SIM_EXPORT CUresult cuCtxSynchronize(void)
 SIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     r = sim_ctx_check();
-    if (r)
-        SIM_RET(r);
-    if (!free_bytes || !total)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if (!free_bytes || !total) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     uint64_t cur = sim_mem_current_bytes();
     *total = (size_t)sim_cfg.capacity;
     *free_bytes = (size_t)(cur < sim_cfg.capacity ? sim_cfg.capacity - cur : 0);
@@ -831,10 +923,8 @@ SIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 SIM_EXPORT CUresult simGetStats(sim_stats_t *out)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!out)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if (!out) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     sim_st.capacity_bytes = sim_cfg.capacity;
     sim_st.peak_device_bytes = sim_mem_peak_bytes();
     sim_st.current_device_bytes = sim_mem_current_bytes();
@@ -847,8 +937,7 @@ SIM_EXPORT CUresult simGetStats(sim_stats_t *out)
 SIM_EXPORT CUresult simResetStats(void)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     // Keep what describes the state (memory, clock), zero what counts events.
     uint64_t elapsed = sim_st.elapsed_ns;
     memset(&sim_st, 0, sizeof sim_st);
@@ -861,10 +950,8 @@ SIM_EXPORT CUresult simResetStats(void)
 SIM_EXPORT CUresult simLastRace(char *buf, size_t len)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!buf || !len)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if (!buf || !len) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     snprintf(buf, len, "%s", sim_last_race);
     SIM_RET(CUDA_SUCCESS);
 }

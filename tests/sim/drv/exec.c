@@ -348,6 +348,10 @@ static CUresult copy(uint64_t dst, uint64_t src, uint64_t bytes, int dir, bool a
     sim_stream_t *s = sim_stream_resolve(h, ptds, &r);
     if (!s) goto out;
     if (!bytes) goto out; // nothing to move; CUDA accepts it
+    if (!src || !dst) {
+        r = CUDA_ERROR_INVALID_VALUE; // before anything dereferences them
+        goto out;
+    }
 
     sim_memkind_t ks = sim_mem_classify(src, bytes), kd = sim_mem_classify(dst, bytes);
     // Unified cuMemcpy: the pointers say the direction. An unmapped device
@@ -371,6 +375,10 @@ static CUresult copy(uint64_t dst, uint64_t src, uint64_t bytes, int dir, bool a
         if (dst_dev ? kd != SIM_MEM_DEVICE : !is_host(kd)) goto out;
         r = CUDA_SUCCESS;
     }
+
+    // A synchronous copy is not stream-ordered w.r.t. a capture: forbidden
+    // while one is open in a mode that prohibits unsafe calls.
+    if (!async && (r = sim_capture_unsafe_call()) != CUDA_SUCCESS) goto out;
 
     sim_memkind_t host_kind = dir == DIR_D2H ? kd : dir == DIR_H2D ? ks : SIM_MEM_DEVICE;
     bool pageable = host_kind == SIM_MEM_PAGEABLE || dir == -1;
@@ -405,7 +413,12 @@ static CUresult copy(uint64_t dst, uint64_t src, uint64_t bytes, int dir, bool a
     // the host, and no kernel or other stream may touch it.
     if (ks != SIM_MEM_PAGEABLE) sim_hb_access(&op, src, bytes, SIM_HB_READ);
     if (kd != SIM_MEM_PAGEABLE) sim_hb_access(&op, dst, bytes, SIM_HB_WRITE);
-    if (!sim_cfg.nodata) memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+    if (!sim_cfg.nodata) {
+        // A bad pageable pointer faults here: let the backstop name the copy.
+        sim_fault_set_current(&op);
+        memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+        sim_fault_set_current(NULL);
+    }
     sim_st.copies++;
     // Synchronous copies return when done (except device-to-device, which
     // cuda.h's API sync notes leave asynchronous to the host). Async copies
@@ -541,6 +554,7 @@ static CUresult memset_op(uint64_t dst, unsigned value, size_t n, unsigned elem,
             goto out;
         }
     }
+    if (!async && (r = sim_capture_unsafe_call()) != CUDA_SUCCESS) goto out;
     uint64_t cost = sim_cfg.d2d_gbps > 0 ? (uint64_t)((double)bytes / sim_cfg.d2d_gbps) : 0;
     sim_op_t op;
     if ((r = sim_op_begin(&op, s, SIM_ENG_COMPUTE, cost, what, NULL)) != CUDA_SUCCESS) goto out;

@@ -204,7 +204,12 @@ static void hb_check(const hb_acc_t *acc, const sim_vc_t *vc, uint64_t addr, uin
     for (; i < nsegs && segs[i].lo < end; i++) {
         hb_seg_t *s = &segs[i];
         if (raced) break;
-        if (s->has_writer && s->writer.e.agent != acc->e.agent && !sim_vc_covers(vc, s->writer.e)) {
+        // An earlier free never races with a later access: the later one
+        // passed classification, so the range has a new owner, and handing it
+        // out was ordered by the allocator (CUDA's pools insert the same
+        // dependencies). Use after free is the classifier's fault, not a race.
+        if (s->has_writer && s->writer.mode != SIM_HB_FREE && s->writer.e.agent != acc->e.agent &&
+            !sim_vc_covers(vc, s->writer.e)) {
             report_race(&s->writer, acc, s->lo, s->hi);
             raced = true;
             break;

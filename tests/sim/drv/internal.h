@@ -175,12 +175,12 @@ void sim_device_sync(void);
 enum sim_hb_mode { SIM_HB_READ = 1, SIM_HB_WRITE = 2, SIM_HB_FREE = 3 };
 void sim_hb_access(const sim_op_t *op, uint64_t addr, uint64_t bytes, int mode);
 void sim_hb_host_access(uint64_t addr, uint64_t bytes, int mode, const char *what);
-// Drop the history of a range that gets a new owner (a fresh allocation or
-// mapping; added by helper B, for mem.c). Without it, memory freed by one
-// host thread and handed to another would race with the old free, because
-// the allocator's own lock is an ordering the checker cannot see. Nothing is
-// lost: a use of the old owner after its free is a fault, and an unfinished
-// use at free time was already reported by the free.
+// Drop the history of a range (added by helper B; optional, nothing needs to
+// call it). The checker already never counts an earlier free/unmap as a
+// conflict with a later access: the later access passed classification, so
+// the range has a new owner, and its reuse was ordered by the allocator's
+// lock, which the checker cannot see (e.g. one thread unmaps, another maps
+// the same VA again). Use after free is the classifier's fault, not a race.
 void sim_hb_forget(uint64_t addr, uint64_t bytes);
 
 // --- memory (mem.c) -----------------------------------------------------------------
@@ -253,6 +253,8 @@ struct sim_graph_s {
     size_t n, cap;
     sim_stream_t *origin; // the stream that began the capture
     bool capturing;       // capture still open
+    int mode;             // CUstreamCaptureMode given to cuStreamBeginCapture
+    int thread_agent;     // the host thread that began it
 };
 #define SIM_GRAPH_MAGIC 0x47525048u
 // The stream's capture graph when it is actively capturing (NULL otherwise),
@@ -262,6 +264,20 @@ sim_graph_t *sim_capture_graph(sim_stream_t *s, CUresult *err);
 sim_node_t *sim_graph_add(sim_graph_t *g, int kind, const char *what, uint32_t stream_id);
 // Invalidate the capture on s (an unsupported call was made on it).
 void sim_capture_invalidate(sim_stream_t *s);
+// A "potentially unsafe" call during capture (cuda.h,
+// cuThreadExchangeStreamCaptureMode): one that is not stream-ordered or may
+// synchronise (cuMemAlloc, cuMemFree, cuMemCreate/Map/Unmap, host allocation,
+// cuCtxSynchronize, synchronous copies, event/stream query and sync...).
+// Returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and invalidates the capture,
+// when this thread has a non-relaxed capture open or (this thread in GLOBAL
+// mode) another thread has a GLOBAL one; CUDA_SUCCESS otherwise. Lock held.
+// stream.c calls it for its own calls; mem.c/core.c may for theirs.
+CUresult sim_capture_unsafe_call(void);
+// Exported by stream.c/exec.c beyond the obvious cuda.h names (helper B):
+// cuStreamGetFlags_ptsz, cuStreamBeginCapture (CUDA 10.0, global mode) and
+// cuStreamBeginCapture_ptsz, cuStreamBeginCapture_v2_ptsz,
+// cuThreadExchangeStreamCaptureMode, cuEventElapsedTime (pre-13.0 name),
+// cuMemcpy_ptds, cuMemcpyAsync_ptsz.
 // Latest completion time of any op on any engine (for simGetStats elapsed_ns);
 // sim_op_begin also keeps sim_st.busy_ns_* and sim_st.elapsed_ns (as max of
 // op end times; core.c takes the max with the host clock).

@@ -20,10 +20,18 @@
 
 #include "internal.h"
 
-#define SIM_RET(e) do { CUresult r_ = (e); sim_leave(); return r_; } while (0)
+#define SIM_RET(e)                                                                                 \
+    do {                                                                                           \
+        CUresult r_ = (e);                                                                         \
+        sim_leave();                                                                               \
+        return r_;                                                                                 \
+    } while (0)
 #define PAGE 4096ull
 
-static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+static uint64_t round_up(uint64_t x, uint64_t a)
+{
+    return (x + a - 1) / a * a;
+}
 
 // --- growable sorted arrays ------------------------------------------------------------
 // Tables are small (thousands of entries at most in the workloads); sorted
@@ -40,8 +48,7 @@ typedef struct arena_s {
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap)
-        return p;
+    if (need <= *cap) return p;
     size_t n = *cap ? *cap * 2 : 64;
     while (n < need)
         n *= 2;
@@ -97,10 +104,8 @@ static void arena_split(arena_t *a, size_t i, uint64_t addr, uint64_t size)
     range_t r = a->free[i];
     memmove(&a->free[i], &a->free[i + 1], (a->nfree - i - 1) * sizeof(range_t));
     a->nfree--;
-    if (addr > r.addr)
-        arena_put(a, r.addr, addr - r.addr);
-    if (addr + size < r.addr + r.size)
-        arena_put(a, addr + size, r.addr + r.size - (addr + size));
+    if (addr > r.addr) arena_put(a, r.addr, addr - r.addr);
+    if (addr + size < r.addr + r.size) arena_put(a, addr + size, r.addr + r.size - (addr + size));
 }
 
 // Fresh space first, so a freed address is not handed out again soon: a
@@ -110,8 +115,7 @@ static uint64_t arena_get(arena_t *a, uint64_t size, uint64_t align)
 {
     uint64_t at = round_up(a->bump, align);
     if (at >= a->bump && at + size <= a->end && at + size > at) {
-        if (at > a->bump)
-            arena_put(a, a->bump, at - a->bump);
+        if (at > a->bump) arena_put(a, a->bump, at - a->bump);
         a->bump = at + size;
         return at;
     }
@@ -128,11 +132,9 @@ static uint64_t arena_get(arena_t *a, uint64_t size, uint64_t align)
 // Exact placement (cuMemAddressReserve's address hint); 0 when not free.
 static uint64_t arena_get_at(arena_t *a, uint64_t addr, uint64_t size)
 {
-    if (addr < a->base || addr + size > a->end || addr + size < addr)
-        return 0;
+    if (addr < a->base || addr + size > a->end || addr + size < addr) return 0;
     if (addr >= a->bump) {
-        if (addr > a->bump)
-            arena_put(a, a->bump, addr - a->bump);
+        if (addr > a->bump) arena_put(a, a->bump, addr - a->bump);
         a->bump = addr + size;
         return addr;
     }
@@ -157,13 +159,20 @@ enum rec_type {
 static const char *rec_name(int t)
 {
     switch (t) {
-    case REC_ALLOC: return "cuMemAlloc buffer";
-    case REC_ASYNC: return "cuMemAllocAsync buffer";
-    case REC_MAP: return "VMM mapping";
-    case REC_RESERVE: return "cuMemAddressReserve range";
-    case REC_HOSTALLOC: return "cuMemHostAlloc buffer";
-    case REC_HOSTREG: return "cuMemHostRegister range";
-    default: return "range";
+    case REC_ALLOC:
+        return "cuMemAlloc buffer";
+    case REC_ASYNC:
+        return "cuMemAllocAsync buffer";
+    case REC_MAP:
+        return "VMM mapping";
+    case REC_RESERVE:
+        return "cuMemAddressReserve range";
+    case REC_HOSTALLOC:
+        return "cuMemHostAlloc buffer";
+    case REC_HOSTREG:
+        return "cuMemHostRegister range";
+    default:
+        return "range";
     }
 }
 
@@ -174,9 +183,9 @@ typedef struct rec_s {
     uint64_t req;        // bytes asked for
     uint64_t id;         // buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID)
     int type;
-    int access;          // REC_MAP: CUmemAccess_flags in force
-    unsigned flags;      // host allocations: cuMemHostAlloc / Register flags
-    handle_t *h;         // REC_MAP
+    int access;     // REC_MAP: CUmemAccess_flags in force
+    unsigned flags; // host allocations: cuMemHostAlloc / Register flags
+    handle_t *h;    // REC_MAP
 } rec_t;
 
 typedef struct table_s {
@@ -205,8 +214,7 @@ static size_t tab_floor(const table_t *t, uint64_t a)
 static rec_t *tab_find(const table_t *t, uint64_t a)
 {
     size_t i = tab_floor(t, a);
-    if (i < t->n && a < t->v[i].addr + t->v[i].size)
-        return &t->v[i];
+    if (i < t->n && a < t->v[i].addr + t->v[i].size) return &t->v[i];
     return NULL;
 }
 
@@ -232,8 +240,7 @@ static void tab_remove(table_t *t, rec_t *r)
 static bool tab_overlaps(const table_t *t, uint64_t a, uint64_t size)
 {
     size_t i = tab_floor(t, a);
-    if (i < t->n && a < t->v[i].addr + t->v[i].size)
-        return true;
+    if (i < t->n && a < t->v[i].addr + t->v[i].size) return true;
     size_t j = (i == t->n) ? 0 : i + 1;
     return j < t->n && t->v[j].addr < a + size;
 }
@@ -279,22 +286,55 @@ typedef struct pool_blk_s {
 static pool_blk_t *pool;
 static size_t npool, cappool;
 
-bool sim_mem_in_region(uint64_t addr) { return addr >= region_base && addr < region_end; }
-uint64_t sim_mem_current_bytes(void) { return cur_bytes; }
-uint64_t sim_mem_peak_bytes(void) { return peak_bytes; }
-void sim_mem_reset_peak(void) { peak_bytes = cur_bytes; }
+// The device's default memory pool: the only one (cuMemPoolCreate is not
+// modelled). Used bytes are the live cuMemAllocAsync blocks; reserved equals
+// used because freed blocks give their capacity back at once (see below).
+struct CUmemPoolHandle_st {
+    uint32_t magic;
+    uint64_t release_threshold;
+    int reuse_follow_events, reuse_opportunistic, reuse_internal_deps;
+    uint64_t used, used_high, reserved_high;
+};
+#define SIM_POOL_MAGIC 0x504f4f4cu
+static struct CUmemPoolHandle_st default_pool = {SIM_POOL_MAGIC, 0, 1, 1, 1, 0, 0, 0};
+
+static void pool_used(int64_t delta)
+{
+    default_pool.used += (uint64_t)delta;
+    if (default_pool.used > default_pool.used_high) default_pool.used_high = default_pool.used;
+    if (default_pool.used > default_pool.reserved_high)
+        default_pool.reserved_high = default_pool.used;
+}
+
+bool sim_mem_in_region(uint64_t addr)
+{
+    return addr >= region_base && addr < region_end;
+}
+uint64_t sim_mem_current_bytes(void)
+{
+    return cur_bytes;
+}
+uint64_t sim_mem_peak_bytes(void)
+{
+    return peak_bytes;
+}
+void sim_mem_reset_peak(void)
+{
+    peak_bytes = cur_bytes;
+}
 
 static bool cap_take(uint64_t n)
 {
-    if (n > sim_cfg.capacity || cur_bytes > sim_cfg.capacity - n)
-        return false;
+    if (n > sim_cfg.capacity || cur_bytes > sim_cfg.capacity - n) return false;
     cur_bytes += n;
-    if (cur_bytes > peak_bytes)
-        peak_bytes = cur_bytes;
+    if (cur_bytes > peak_bytes) peak_bytes = cur_bytes;
     return true;
 }
 
-static void cap_give(uint64_t n) { cur_bytes -= n; }
+static void cap_give(uint64_t n)
+{
+    cur_bytes -= n;
+}
 
 // Replace [a, a+n) with a fresh inaccessible, never-committed mapping: the
 // old contents are gone (a later allocation there reads zeros, and an access
@@ -322,9 +362,13 @@ static void va_protect(uint64_t a, uint64_t n, int prot)
 // --- faults -----------------------------------------------------------------------------------
 static __thread const sim_op_t *tl_fault_op;
 
-void sim_fault_set_current(const sim_op_t *op) { tl_fault_op = op; }
+void sim_fault_set_current(const sim_op_t *op)
+{
+    tl_fault_op = op;
+}
 
 static void fault_handler(int sig, siginfo_t *si, void *uc);
+static struct sigaction old_segv, old_bus; // chained for faults that are not ours
 
 static void install_handler(void)
 {
@@ -333,33 +377,41 @@ static void install_handler(void)
     sa.sa_sigaction = fault_handler;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, NULL);
-    sigaction(SIGBUS, &sa, NULL);
+    sigaction(SIGSEGV, &sa, &old_segv);
+    sigaction(SIGBUS, &sa, &old_bus);
 }
 
 // A touch of the device region that the table did not catch first: a kernel
-// body touching memory it did not declare, or the host dereferencing a device
-// pointer (a segfault on a real machine too). Both get the diagnostic and the
-// documented exit status; faults elsewhere are not ours: default action.
+// body touching memory it did not declare (the op exec.c set is named), or
+// the host dereferencing a device pointer (a segfault on a real machine too;
+// here the same diagnostic and exit status, so a test can tell which buffer).
+// Faults elsewhere are not ours: the handler that was installed before
+// cuInit (or the default action) gets them, so a program's own crash
+// handling still works.
 static void fault_handler(int sig, siginfo_t *si, void *uc)
 {
-    (void)uc;
     uint64_t a = (uint64_t)(uintptr_t)si->si_addr;
-    if (region_base && sim_mem_in_region(a)) {
+    bool sent = si->si_code <= 0; // kill()/raise(): not a memory access
+    if (!sent && region_base && sim_mem_in_region(a)) {
         const sim_op_t *op = tl_fault_op;
-        if (op)
-            sim_fault(op->what, op->kernel, op->stream, a, 0);
+        if (op) sim_fault(op->what, op->kernel, op->stream, a, 0);
         sim_fault("host access", NULL, NULL, a, 0);
     }
-    signal(sig, SIG_DFL);
-    raise(sig);
+    const struct sigaction *old = sig == SIGBUS ? &old_bus : &old_segv;
+    if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
+        old->sa_sigaction(sig, si, uc);
+        return;
+    }
+    // Put the previous disposition back: a real fault re-executes the
+    // instruction and gets it; a sent signal is re-raised.
+    sigaction(sig, old, NULL);
+    if (sent || old->sa_handler == SIG_IGN) raise(sig);
 }
 
 void sim_mem_describe(uint64_t addr, char *buf, size_t len)
 {
     rec_t *r = tab_find(&t_dev, addr);
-    if (!r)
-        r = tab_find(&t_host, addr);
+    if (!r) r = tab_find(&t_host, addr);
     if (r) {
         const char *state = "";
         if (r->type == REC_MAP)
@@ -367,8 +419,8 @@ void sim_mem_describe(uint64_t addr, char *buf, size_t len)
                     : r->access == CU_MEM_ACCESS_FLAGS_PROT_READ    ? ", access read-only"
                                                                     : ", mapped but access not set";
         snprintf(buf, len, "%s #%llu 0x%llx+%llu (offset %llu)%s", rec_name(r->type),
-                 (unsigned long long)r->id, (unsigned long long)r->addr,
-                 (unsigned long long)r->req, (unsigned long long)(addr - r->addr), state);
+                 (unsigned long long)r->id, (unsigned long long)r->addr, (unsigned long long)r->req,
+                 (unsigned long long)(addr - r->addr), state);
         return;
     }
     // Most recent history entry that held the address.
@@ -420,23 +472,20 @@ void sim_fault(const char *what, const char *kernel, const sim_stream_t *s, uint
 sim_memkind_t sim_mem_classify(uint64_t addr, uint64_t bytes)
 {
     uint64_t end = addr + (bytes ? bytes : 1);
-    if (end < addr)
-        return SIM_MEM_INACCESSIBLE;
+    if (end < addr) return SIM_MEM_INACCESSIBLE;
     if (sim_mem_in_region(addr) || (addr < region_base && end > region_base)) {
         // Walk the contiguous accessible records covering [addr, end): VMM
         // users map handle after handle and access across them.
         uint64_t at = addr;
         while (at < end) {
             rec_t *r = tab_find(&t_dev, at);
-            if (!r || (r->type == REC_MAP && r->access == 0))
-                return SIM_MEM_INACCESSIBLE;
+            if (!r || (r->type == REC_MAP && r->access == 0)) return SIM_MEM_INACCESSIBLE;
             at = r->addr + r->size;
         }
         return SIM_MEM_DEVICE;
     }
     rec_t *r = tab_find(&t_host, addr);
-    if (r && end <= r->addr + r->size)
-        return SIM_MEM_PINNED;
+    if (r && end <= r->addr + r->size) return SIM_MEM_PINNED;
     return SIM_MEM_PAGEABLE;
 }
 
@@ -459,13 +508,15 @@ void sim_mem_init(void)
     }
     // Align to the granule (trim the slack) so VMM addresses are aligned.
     uint64_t base = round_up((uint64_t)(uintptr_t)p, SIM_GRANULE);
-    if (base > (uint64_t)(uintptr_t)p)
-        munmap(p, base - (uint64_t)(uintptr_t)p);
+    if (base > (uint64_t)(uintptr_t)p) munmap(p, base - (uint64_t)(uintptr_t)p);
     uint64_t tail = (uint64_t)(uintptr_t)p + size + SIM_GRANULE - (base + size);
-    if (tail)
-        munmap((void *)(base + size), tail);
+    if (tail) munmap((void *)(base + size), tail);
     region_base = base;
     region_end = base + size;
+    if (size / 2 < sim_cfg.capacity)
+        sim_log("warning: only %llu GiB of address space for %llu GiB of SIM_CAPACITY: "
+                "allocations may fail before capacity (ulimit -v?)",
+                (unsigned long long)(size >> 30), (unsigned long long)(sim_cfg.capacity >> 30));
     arena_init(&ar_alloc, base, base + size / 2);
     arena_init(&ar_vmm, base + size / 2, region_end);
     // Physical memory of cuMemCreate handles: one sparse memfd, carved into
@@ -484,14 +535,14 @@ void sim_mem_init(void)
 static CUresult alloc_plain(CUdeviceptr *dptr, size_t bytesize, int type, uint64_t addr_hint)
 {
     uint64_t span = round_up(bytesize, PAGE);
-    if (!cap_take(span))
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!cap_take(span)) return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t a = addr_hint ? addr_hint : arena_get(&ar_alloc, span, PAGE);
     if (!a) {
         cap_give(span);
         return CUDA_ERROR_OUT_OF_MEMORY; // address space exhausted
     }
     va_protect(a, span, PROT_READ | PROT_WRITE);
+    sim_hb_forget(a, span); // a new owner: keeps the checker's history bounded
     rec_t r = {.addr = a, .size = span, .req = bytesize, .id = next_id++, .type = type};
     tab_insert(&t_dev, &r);
     sim_st.alloc_calls++;
@@ -499,15 +550,17 @@ static CUresult alloc_plain(CUdeviceptr *dptr, size_t bytesize, int type, uint64
     return CUDA_SUCCESS;
 }
 
+// The non-stream-ordered calls here (cuMemAlloc/Free, cuMemCreate/Map/Unmap,
+// pinned host allocation and registration) are "potentially unsafe" during
+// stream capture (cuda.h, cuThreadExchangeStreamCaptureMode): refused, and
+// the capture invalidated, unless the capture mode allows them.
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
-    if (!dptr || bytesize == 0)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
+    if ((r = sim_capture_unsafe_call())) SIM_RET(r);
+    if (!dptr || bytesize == 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     sim_host_advance(sim_cfg.alloc_ns);
     SIM_RET(alloc_plain(dptr, bytesize, REC_ALLOC, 0));
 }
@@ -516,34 +569,31 @@ SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 static void free_record(rec_t *rec, const char *how, bool to_arena)
 {
     rec_t r = *rec;
+    if (r.type == REC_ASYNC) pool_used(-(int64_t)r.size);
     tab_remove(&t_dev, rec);
     va_discard(r.addr, r.size);
     cap_give(r.size);
     hist_push(&r, how);
-    if (to_arena)
-        arena_put(&ar_alloc, r.addr, r.size);
+    if (to_arena) arena_put(&ar_alloc, r.addr, r.size);
 }
 
 static rec_t *find_alloc(uint64_t p)
 {
     rec_t *rec = tab_find(&t_dev, p);
-    if (!rec || rec->addr != p || (rec->type != REC_ALLOC && rec->type != REC_ASYNC))
-        return NULL;
+    if (!rec || rec->addr != p || (rec->type != REC_ALLOC && rec->type != REC_ASYNC)) return NULL;
     return rec;
 }
 
 SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
+    if ((r = sim_capture_unsafe_call())) SIM_RET(r);
     // cuMemFree(0): stricter than cudaFree(NULL) (a no-op); the driver call
     // has no such documented exception.
     rec_t *rec = find_alloc(dptr);
-    if (!rec)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE); // unknown, interior or already freed
+    if (!rec) SIM_RET(CUDA_ERROR_INVALID_VALUE); // unknown, interior or already freed
     sim_host_advance(sim_cfg.free_ns);
     if (rec->type == REC_ALLOC) {
         // cuda_runtime_api.h: cudaFree "may perform implicit
@@ -562,41 +612,30 @@ SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
     rec_t *rec = tab_find(&t_dev, dptr);
-    if (!rec)
-        SIM_RET(CUDA_ERROR_NOT_FOUND);
-    if (pbase)
-        *pbase = rec->addr;
-    if (psize)
-        *psize = rec->type == REC_MAP ? rec->size : rec->req;
+    if (!rec) SIM_RET(CUDA_ERROR_NOT_FOUND);
+    if (pbase) *pbase = rec->addr;
+    if (psize) *psize = rec->type == REC_MAP ? rec->size : rec->req;
     SIM_RET(CUDA_SUCCESS);
 }
 
 // --- stream-ordered allocation ------------------------------------------------------------
 // Capacity: a pool block counts from cuMemAllocAsync until its free is
-// enqueued (real pools keep freed memory until a sync point trims them; we
-// release at once, the lower bound, so "fits with aoshim" is not flattered by
-// the pool holding memory aoshim already gave back... and a test of peak
-// memory sees the program's own footprint).
+// enqueued. Real pools keep freed memory reserved until a synchronisation
+// trims them (release threshold 0); counting the program's live blocks only
+// is the lower bound, and it is what the peak-memory tests compare against.
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool ptds)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
-    if (!dptr || bytesize == 0)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
+    if (!dptr || bytesize == 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     sim_stream_t *s = sim_stream_resolve(h, ptds, &r);
-    if (!s)
-        SIM_RET(r);
+    if (!s) SIM_RET(r);
     uint64_t span = round_up(bytesize, PAGE);
-    if (!cap_take(span))
-        SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    if (!cap_take(span)) SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
     // While capturing, sim_op_begin refuses (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
     // and invalidates the capture: real CUDA would record an allocation node;
     // graph allocations are not modelled (a stricter simplification).
@@ -612,8 +651,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool
     // missing dependency shows up as a race or fault, not as shared memory.
     uint64_t a = 0;
     for (size_t i = 0; i < npool; i++) {
-        if (pool[i].size < span || !sim_vc_covers(op.vc, pool[i].freed))
-            continue;
+        if (pool[i].size < span || !sim_vc_covers(op.vc, pool[i].freed)) continue;
         a = pool[i].addr;
         if (pool[i].size > span) {
             pool[i].addr += span;
@@ -623,37 +661,32 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool
         }
         break;
     }
-    if (!a)
-        a = arena_get(&ar_alloc, span, PAGE);
+    if (!a) a = arena_get(&ar_alloc, span, PAGE);
     if (!a) {
         cap_give(span);
         SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
     }
     cap_give(span); // alloc_plain takes it again
     r = alloc_plain(dptr, bytesize, REC_ASYNC, a);
+    if (r == CUDA_SUCCESS) pool_used((int64_t)span);
     SIM_RET(r);
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptds)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
     rec_t *rec = find_alloc(dptr);
-    if (!rec)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!rec) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     sim_stream_t *s = sim_stream_resolve(h, ptds, &r);
-    if (!s)
-        SIM_RET(r);
+    if (!s) SIM_RET(r);
     // While capturing, sim_op_begin refuses (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
     // and invalidates the capture: real CUDA would record a free node; graph
     // allocations are not modelled (a stricter simplification).
     sim_op_t op;
     r = sim_op_begin(&op, s, SIM_ENG_NONE, 0, "cuMemFreeAsync", NULL);
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     rec = find_alloc(dptr);
     sim_hb_access(&op, dptr, rec->size, SIM_HB_FREE);
     uint64_t a = rec->addr, n = rec->size;
@@ -684,6 +717,135 @@ SIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     return free_async(dptr, hStream, true);
 }
 
+static bool pool_ok(CUmemoryPool p)
+{
+    return p == &default_pool;
+}
+
+SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                            CUstream hStream)
+{
+    // Only the default pool exists; anything else is not a pool handle.
+    if (!pool_ok(pool)) return CUDA_ERROR_INVALID_VALUE;
+    return alloc_async(dptr, bytesize, hStream, false);
+}
+SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                 CUmemoryPool pool, CUstream hStream);
+SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                 CUmemoryPool pool, CUstream hStream)
+{
+    if (!pool_ok(pool)) return CUDA_ERROR_INVALID_VALUE;
+    return alloc_async(dptr, bytesize, hStream, true);
+}
+
+SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    CUresult r = sim_enter();
+    if (r) SIM_RET(r);
+    if (!pool_out) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    *pool_out = &default_pool;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    CUresult r = sim_enter();
+    if (r) SIM_RET(r);
+    if (!pool) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    *pool = &default_pool;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    CUresult r = sim_enter();
+    if (r) SIM_RET(r);
+    if (dev != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+    if (!pool_ok(pool)) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    CUresult r = sim_enter();
+    if (r) SIM_RET(r);
+    if (!pool_ok(pool) || !value) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        pool->reuse_follow_events = *(int *)value;
+        break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        pool->reuse_opportunistic = *(int *)value;
+        break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        pool->reuse_internal_deps = *(int *)value;
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        pool->release_threshold = *(cuuint64_t *)value;
+        break;
+    // cuda.h: the high watermarks may only be reset, to zero.
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        if (*(cuuint64_t *)value != 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+        if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+            pool->used_high = pool->used;
+        else
+            pool->reserved_high = pool->used;
+        break;
+    default:
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    }
+    // The reuse policies are recorded, not modelled: reuse here always
+    // follows the happens-before order (the strictest of them).
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    CUresult r = sim_enter();
+    if (r) SIM_RET(r);
+    if (!pool_ok(pool) || !value) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        *(int *)value = pool->reuse_follow_events;
+        break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        *(int *)value = pool->reuse_opportunistic;
+        break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        *(int *)value = pool->reuse_internal_deps;
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        *(cuuint64_t *)value = pool->release_threshold;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+        *(cuuint64_t *)value = pool->used;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        *(cuuint64_t *)value = pool->reserved_high;
+        break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        *(cuuint64_t *)value = pool->used_high;
+        break;
+    default:
+        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    }
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    (void)minBytesToKeep;
+    CUresult r = sim_enter();
+    if (r) SIM_RET(r);
+    if (!pool_ok(pool)) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    // Nothing to trim: freed blocks already gave their capacity back.
+    SIM_RET(CUDA_SUCCESS);
+}
+
 // --- virtual memory management ------------------------------------------------------------
 static bool prop_ok(const CUmemAllocationProp *prop, CUresult *err)
 {
@@ -699,33 +861,30 @@ static bool prop_ok(const CUmemAllocationProp *prop, CUresult *err)
     return true;
 }
 
-SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity,
+                                                  const CUmemAllocationProp *prop,
                                                   CUmemAllocationGranularity_flags option)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     if (!granularity || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
                          option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
         SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    if (!prop_ok(prop, &r))
-        SIM_RET(r);
+    if (!prop_ok(prop, &r)) SIM_RET(r);
     *granularity = SIM_GRANULE;
     SIM_RET(CUDA_SUCCESS);
 }
 
 static handle_t *handle_get(CUmemGenericAllocationHandle h)
 {
-    if (h == 0 || h > nhandles)
-        return NULL;
+    if (h == 0 || h > nhandles) return NULL;
     return handles[h - 1];
 }
 
 // Physical memory goes when the handle is released and no longer mapped.
 static void handle_maybe_free(handle_t *h)
 {
-    if (h->refs > 0 || h->maps > 0)
-        return;
+    if (h->refs > 0 || h->maps > 0) return;
     // Give the pages back to the system (no-data runs never touched them).
     fallocate(phys_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)h->off, (off_t)h->size);
     arena_put(&ar_phys, h->off, h->size);
@@ -738,27 +897,21 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
                                 const CUmemAllocationProp *prop, unsigned long long flags)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
-    if (!handle || flags != 0 || size == 0 || size % SIM_GRANULE)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    if (!prop_ok(prop, &r))
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
+    if ((r = sim_capture_unsafe_call())) SIM_RET(r);
+    if (!handle || flags != 0 || size == 0 || size % SIM_GRANULE) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!prop_ok(prop, &r)) SIM_RET(r);
     // Shareable handle types are not modelled (the device attribute says
     // POSIX fds are unsupported): refuse rather than pretend.
-    if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
-        SIM_RET(CUDA_ERROR_NOT_SUPPORTED);
+    if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) SIM_RET(CUDA_ERROR_NOT_SUPPORTED);
     sim_st.mem_create_calls++;
     sim_host_advance(sim_cfg.mem_create_ns * (size / SIM_GRANULE));
-    if (!cap_take(size))
-        SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    if (!cap_take(size)) SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
     uint64_t off = arena_get(&ar_phys, size, SIM_GRANULE);
     handle_t *h = calloc(1, sizeof *h);
     if (!off || !h) {
-        if (off)
-            arena_put(&ar_phys, off, size);
+        if (off) arena_put(&ar_phys, off, size);
         free(h);
         cap_give(size);
         SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
@@ -773,11 +926,9 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
 SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     handle_t *h = handle_get(handle);
-    if (!h || h->refs <= 0)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!h || h->refs <= 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     sim_host_advance(sim_cfg.release_ns);
     h->refs--;
     handle_maybe_free(h);
@@ -787,11 +938,9 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     rec_t *rec = tab_find(&t_dev, (uint64_t)(uintptr_t)addr);
-    if (!handle || !rec || rec->type != REC_MAP)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!handle || !rec || rec->type != REC_MAP) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     rec->h->refs++;
     *handle = rec->h->id;
     SIM_RET(CUDA_SUCCESS);
@@ -801,10 +950,8 @@ SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *
                                                            CUmemGenericAllocationHandle handle)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!prop || !handle_get(handle))
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if (!prop || !handle_get(handle)) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     memset(prop, 0, sizeof *prop);
     prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -816,23 +963,17 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t al
                                         CUdeviceptr addr, unsigned long long flags)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!ptr || size == 0 || size % SIM_GRANULE || flags != 0 ||
-        (alignment & (alignment - 1)) != 0)
+    if (r) SIM_RET(r);
+    if (!ptr || size == 0 || size % SIM_GRANULE || flags != 0 || (alignment & (alignment - 1)) != 0)
         SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    if (alignment < SIM_GRANULE)
-        alignment = SIM_GRANULE;
+    if (alignment < SIM_GRANULE) alignment = SIM_GRANULE;
     sim_st.address_reserve_calls++;
     sim_host_advance(sim_cfg.reserve_ns);
     uint64_t a = 0;
     // The address is a hint: honoured when that range is free and aligned.
-    if (addr && addr % alignment == 0)
-        a = arena_get_at(&ar_vmm, addr, size);
-    if (!a)
-        a = arena_get(&ar_vmm, size, alignment);
-    if (!a)
-        SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    if (addr && addr % alignment == 0) a = arena_get_at(&ar_vmm, addr, size);
+    if (!a) a = arena_get(&ar_vmm, size, alignment);
+    if (!a) SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
     rec_t rec = {.addr = a, .size = size, .req = size, .id = next_id++, .type = REC_RESERVE};
     tab_insert(&t_res, &rec);
     *ptr = a;
@@ -842,15 +983,12 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t al
 SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     rec_t *res = tab_find(&t_res, ptr);
-    if (!res || res->addr != ptr || res->size != size)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!res || res->addr != ptr || res->size != size) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     // Freeing a range that still has mappings: refused (stricter; the real
     // driver's behaviour is not documented and it is always a bug).
-    if (tab_overlaps(&t_dev, ptr, size))
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (tab_overlaps(&t_dev, ptr, size)) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     rec_t copy = *res;
     tab_remove(&t_res, res);
     hist_push(&copy, "address range freed");
@@ -862,13 +1000,11 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                              CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
+    if ((r = sim_capture_unsafe_call())) SIM_RET(r);
     handle_t *h = handle_get(handle);
-    if (!h || h->refs <= 0)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE); // unknown or already released
+    if (!h || h->refs <= 0) SIM_RET(CUDA_ERROR_INVALID_VALUE); // unknown or already released
     // cuda.h: ptr, size and offset multiples of the granularity, and offset
     // "currently must be zero"; flags must be zero.
     if (flags != 0 || size == 0 || ptr % SIM_GRANULE || size % SIM_GRANULE || offset != 0 ||
@@ -890,6 +1026,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     }
     h->maps++;
     sim_st.map_calls++;
+    sim_hb_forget(ptr, size);
     rec_t rec = {.addr = ptr, .size = size, .req = size, .id = next_id++, .type = REC_MAP, .h = h};
     tab_insert(&t_dev, &rec);
     SIM_RET(CUDA_SUCCESS);
@@ -899,8 +1036,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 static bool cover_mappings(uint64_t ptr, uint64_t size, size_t *first, size_t *count)
 {
     rec_t *r0 = tab_find(&t_dev, ptr);
-    if (!r0 || r0->type != REC_MAP || r0->addr != ptr)
-        return false;
+    if (!r0 || r0->type != REC_MAP || r0->addr != ptr) return false;
     size_t i = (size_t)(r0 - t_dev.v), n = 0;
     uint64_t at = ptr;
     while (at < ptr + size) {
@@ -909,8 +1045,7 @@ static bool cover_mappings(uint64_t ptr, uint64_t size, size_t *first, size_t *c
         at += t_dev.v[i + n].size;
         n++;
     }
-    if (at != ptr + size)
-        return false;
+    if (at != ptr + size) return false;
     *first = i;
     *count = n;
     return true;
@@ -920,16 +1055,12 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
                                    size_t count)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!desc || count == 0 || size == 0)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if (!desc || count == 0 || size == 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     int flags = -1;
     for (size_t i = 0; i < count; i++) {
-        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-            SIM_RET(CUDA_ERROR_INVALID_VALUE);
-        if (desc[i].location.id != 0)
-            SIM_RET(CUDA_ERROR_INVALID_DEVICE);
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+        if (desc[i].location.id != 0) SIM_RET(CUDA_ERROR_INVALID_DEVICE);
         if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
             desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
             desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
@@ -940,8 +1071,7 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     // mapping is refused (stricter: real drivers may allow it; the shim
     // always sets access over whole mapped ranges).
     size_t first, n;
-    if (!cover_mappings(ptr, size, &first, &n))
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!cover_mappings(ptr, size, &first, &n)) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     sim_st.set_access_calls++;
     sim_host_advance(sim_cfg.set_access_ns);
     int prot = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
@@ -957,13 +1087,11 @@ SIM_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocatio
                                    CUdeviceptr ptr)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
+    if (r) SIM_RET(r);
     if (!flags || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE)
         SIM_RET(CUDA_ERROR_INVALID_VALUE);
     rec_t *rec = tab_find(&t_dev, ptr);
-    if (!rec || rec->type != REC_MAP)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!rec || rec->type != REC_MAP) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     *flags = location->id == 0 ? (unsigned long long)rec->access : 0;
     SIM_RET(CUDA_SUCCESS);
 }
@@ -971,15 +1099,13 @@ SIM_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocatio
 SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (size == 0 || ptr % SIM_GRANULE || size % SIM_GRANULE)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if ((r = sim_capture_unsafe_call())) SIM_RET(r);
+    if (size == 0 || ptr % SIM_GRANULE || size % SIM_GRANULE) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     // cuda.h: the range must be the entire range that was mapped (here:
     // one or more whole, adjacent mappings).
     size_t first, n;
-    if (!cover_mappings(ptr, size, &first, &n))
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!cover_mappings(ptr, size, &first, &n)) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     // cuMemUnmap does not wait for kernels still using the range: unmapping
     // under a not-yet-known-complete kernel kills a real GPU. The checker
     // sees it as a host FREE unordered with that kernel's access.
@@ -1011,10 +1137,9 @@ static void pin_charge(uint64_t bytes)
 static CUresult host_alloc(void **pp, size_t bytesize, unsigned int Flags)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
+    if ((r = sim_capture_unsafe_call())) SIM_RET(r);
     if (!pp || bytesize == 0 ||
         (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                              CU_MEMHOSTALLOC_WRITECOMBINED)))
@@ -1024,11 +1149,14 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned int Flags)
     // region is mapped). NORESERVE so no-data runs pin terabytes for free.
     void *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
-    if (p == MAP_FAILED)
-        SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    if (p == MAP_FAILED) SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
     pin_charge(span);
-    rec_t rec = {.addr = (uint64_t)(uintptr_t)p, .size = span, .req = bytesize, .id = next_id++,
-                 .type = REC_HOSTALLOC, .flags = Flags};
+    rec_t rec = {.addr = (uint64_t)(uintptr_t)p,
+                 .size = span,
+                 .req = bytesize,
+                 .id = next_id++,
+                 .type = REC_HOSTALLOC,
+                 .flags = Flags};
     tab_insert(&t_host, &rec);
     *pp = p;
     SIM_RET(CUDA_SUCCESS);
@@ -1047,10 +1175,9 @@ SIM_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 SIM_EXPORT CUresult cuMemFreeHost(void *p)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
+    if ((r = sim_capture_unsafe_call())) SIM_RET(r);
     rec_t *rec = tab_find(&t_host, (uint64_t)(uintptr_t)p);
     if (!rec || rec->addr != (uint64_t)(uintptr_t)p || rec->type != REC_HOSTALLOC)
         SIM_RET(CUDA_ERROR_INVALID_VALUE);
@@ -1067,10 +1194,9 @@ SIM_EXPORT CUresult cuMemFreeHost(void *p)
 SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
+    if ((r = sim_capture_unsafe_call())) SIM_RET(r);
     uint64_t a = (uint64_t)(uintptr_t)p;
     if (!p || bytesize == 0 || a + bytesize < a ||
         (Flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
@@ -1078,11 +1204,14 @@ SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int 
         SIM_RET(CUDA_ERROR_INVALID_VALUE);
     if (sim_mem_in_region(a) || sim_mem_in_region(a + bytesize - 1))
         SIM_RET(CUDA_ERROR_INVALID_VALUE); // device memory is not host memory
-    if (tab_overlaps(&t_host, a, bytesize))
-        SIM_RET(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    if (tab_overlaps(&t_host, a, bytesize)) SIM_RET(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
     pin_charge(bytesize);
-    rec_t rec = {.addr = a, .size = bytesize, .req = bytesize, .id = next_id++,
-                 .type = REC_HOSTREG, .flags = Flags};
+    rec_t rec = {.addr = a,
+                 .size = bytesize,
+                 .req = bytesize,
+                 .id = next_id++,
+                 .type = REC_HOSTREG,
+                 .flags = Flags};
     tab_insert(&t_host, &rec);
     SIM_RET(CUDA_SUCCESS);
 }
@@ -1090,10 +1219,9 @@ SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int 
 SIM_EXPORT CUresult cuMemHostUnregister(void *p)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
+    if ((r = sim_capture_unsafe_call())) SIM_RET(r);
     rec_t *rec = tab_find(&t_host, (uint64_t)(uintptr_t)p);
     if (!rec || rec->addr != (uint64_t)(uintptr_t)p || rec->type != REC_HOSTREG)
         SIM_RET(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
@@ -1107,10 +1235,8 @@ SIM_EXPORT CUresult cuMemHostUnregister(void *p)
 SIM_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
     if (!pdptr || Flags != 0 || !tab_find(&t_host, (uint64_t)(uintptr_t)p))
         SIM_RET(CUDA_ERROR_INVALID_VALUE);
     *pdptr = (CUdeviceptr)(uintptr_t)p; // unified addressing: same address
@@ -1120,13 +1246,10 @@ SIM_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, un
 SIM_EXPORT CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if ((r = sim_ctx_check()))
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    if ((r = sim_ctx_check())) SIM_RET(r);
     rec_t *rec = tab_find(&t_host, (uint64_t)(uintptr_t)p);
-    if (!pFlags || !rec || rec->type != REC_HOSTALLOC)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!pFlags || !rec || rec->type != REC_HOSTALLOC) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     *pFlags = rec->flags;
     SIM_RET(CUDA_SUCCESS);
 }
@@ -1149,8 +1272,7 @@ static bool pointer_attr(void *data, CUpointer_attribute attr, uint64_t p, const
         *(CUdeviceptr *)data = p;
         return true;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        if (device)
-            return false; // device memory has no host mapping in real CUDA
+        if (device) return false; // device memory has no host mapping in real CUDA
         *(void **)data = (void *)(uintptr_t)p;
         return true;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
@@ -1181,8 +1303,9 @@ static bool pointer_attr(void *data, CUpointer_attribute attr, uint64_t p, const
                                     : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
         return true;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-        *(CUmemoryPool *)data = NULL; // pools are not objects in this double
-        return rec->type == REC_ASYNC;
+        if (rec->type != REC_ASYNC) return false;
+        *(CUmemoryPool *)data = &default_pool;
+        return true;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
         *(int *)data = 1;
         return true;
@@ -1191,8 +1314,8 @@ static bool pointer_attr(void *data, CUpointer_attribute attr, uint64_t p, const
     }
 }
 
-// What p is, for pointer queries: a live allocation or accessible mapping,
-// or pinned host memory. Mappings without access are not a valid pointer.
+// What p is, for pointer queries: a live allocation or mapping (mapped VA is
+// a pointer even before cuMemSetAccess), or pinned host memory.
 static const rec_t *pointer_rec(uint64_t p, bool *device)
 {
     rec_t *rec = tab_find(&t_dev, p);
@@ -1205,52 +1328,65 @@ static const rec_t *pointer_rec(uint64_t p, bool *device)
     return rec;
 }
 
-SIM_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+SIM_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
+                                          CUdeviceptr ptr)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!data)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if (!data) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     bool device;
     const rec_t *rec = pointer_rec(ptr, &device);
     // Unregistered host memory and unmapped device addresses: invalid, as
     // real CUDA answers for pointers it does not know.
-    if (!rec || !pointer_attr(data, attribute, ptr, rec, device))
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (!rec || !pointer_attr(data, attribute, ptr, rec, device)) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     SIM_RET(CUDA_SUCCESS);
 }
 
-SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
-                                           void **data, CUdeviceptr ptr)
+SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes,
+                                           CUpointer_attribute *attributes, void **data,
+                                           CUdeviceptr ptr)
 {
     CUresult r = sim_enter();
-    if (r)
-        SIM_RET(r);
-    if (!attributes || !data || numAttributes == 0)
-        SIM_RET(CUDA_ERROR_INVALID_VALUE);
+    if (r) SIM_RET(r);
+    if (!attributes || !data || numAttributes == 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     bool device;
     const rec_t *rec = pointer_rec(ptr, &device);
     // cuda.h: unlike cuPointerGetAttribute, an unknown pointer is not an
     // error: the attributes get default (zero/NULL) values.
     for (unsigned i = 0; i < numAttributes; i++) {
-        if (!data[i])
-            continue;
-        if (rec && pointer_attr(data[i], attributes[i], ptr, rec, device))
-            continue;
+        if (!data[i]) continue;
+        if (rec && pointer_attr(data[i], attributes[i], ptr, rec, device)) continue;
         // Default values: size by attribute.
         switch (attributes[i]) {
-        case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data[i] = NULL; break;
-        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned int *)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_CONTEXT:
+            *(CUcontext *)data[i] = NULL;
+            break;
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+            *(unsigned int *)data[i] = 0;
+            break;
         case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data[i] = 0; break;
-        case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data[i] = NULL; break;
-        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data[i] = -2; break;
-        case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+            *(CUdeviceptr *)data[i] = 0;
+            break;
+        case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+            *(void **)data[i] = NULL;
+            break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+            *(int *)data[i] = -2;
+            break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+            *(size_t *)data[i] = 0;
+            break;
         case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-        case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: *(unsigned long long *)data[i] = 0; break;
-        case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(CUmemoryPool *)data[i] = NULL; break;
-        default: *(unsigned int *)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+            *(unsigned long long *)data[i] = 0;
+            break;
+        case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+            *(CUmemoryPool *)data[i] = NULL;
+            break;
+        default:
+            *(unsigned int *)data[i] = 0;
+            break;
         }
     }
     SIM_RET(CUDA_SUCCESS);

@@ -123,6 +123,45 @@ static void capture_close(sim_graph_t *g)
     }
 }
 
+// The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode).
+static __thread int thread_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+CUresult sim_capture_unsafe_call(void)
+{
+    if (thread_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
+    int me = sim_thread()->agent;
+    CUresult r = CUDA_SUCCESS;
+    for (int i = 0; i < n_streams; i++) {
+        sim_stream_t *s = streams[i];
+        sim_graph_t *g = s->graph;
+        if (!g || g->origin != s || s->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE) continue;
+        bool mine = g->thread_agent == me && g->mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+        bool global = g->thread_agent != me && g->mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                      thread_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+        if (mine || global) {
+            sim_capture_invalidate(s);
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
+    }
+    return r;
+}
+
+SIM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    CUresult r = sim_enter();
+    if (r == CUDA_SUCCESS) {
+        if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else {
+            int old = thread_capture_mode;
+            thread_capture_mode = *mode;
+            *mode = (CUstreamCaptureMode)old;
+        }
+    }
+    sim_leave();
+    return r;
+}
+
 static sim_stream_t *stream_by_id(uint32_t id)
 {
     for (int i = 0; i < n_streams; i++)
@@ -334,7 +373,8 @@ static CUresult stream_sync(CUstream h, bool ptds)
             sim_capture_invalidate(s);
             r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         } else if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
-            r = r == CUDA_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+            r = r == CUDA_SUCCESS ? sim_capture_unsafe_call()
+                                  : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
             if (r == CUDA_SUCCESS) {
                 sim_host_wait_until(s->tail_ns);
                 sim_vc_join(&sim_thread()->vc, &s->vc);
@@ -366,7 +406,7 @@ static CUresult stream_query(CUstream h, bool ptds)
         sim_graph_t *g = sim_capture_graph(s, &r);
         if (g || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
             r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        } else if (r == CUDA_SUCCESS) {
+        } else if (r == CUDA_SUCCESS && (r = sim_capture_unsafe_call()) == CUDA_SUCCESS) {
             if (s->tail_ns > sim_host_ns) {
                 r = CUDA_ERROR_NOT_READY;
             } else {
@@ -509,6 +549,8 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptds)
     g->magic = SIM_GRAPH_MAGIC;
     g->origin = s;
     g->capturing = true;
+    g->mode = mode;
+    g->thread_agent = sim_thread()->agent;
     keep(g);
     s->graph = g;
     s->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
@@ -719,22 +761,28 @@ SIM_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream
     return event_record(hEvent, hStream, flags, true);
 }
 
+// Checks shared by query and synchronize: a live handle, a last record that
+// is real work (not a node of an open capture: cuda.h names cuEventQuery on
+// such an event as a call that conflicts with capture), and no open capture
+// that forbids potentially unsafe calls (PyTorch's caching allocator defers
+// its event queries during capture for this reason).
+static CUresult event_wait_check(CUevent e)
+{
+    if (!event_ok(e)) return CUDA_ERROR_INVALID_HANDLE;
+    if (e->cap_graph && e->cap_graph->capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return sim_capture_unsafe_call();
+}
+
 SIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
 {
     CUresult r = sim_enter();
-    if (r == CUDA_SUCCESS) {
-        if (!event_ok(hEvent)) {
-            r = CUDA_ERROR_INVALID_HANDLE;
-        } else if (hEvent->cap_graph && hEvent->cap_graph->capturing) {
-            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; // its record is a graph node, not work
-        } else if (hEvent->recorded) {
-            if (hEvent->time_ns > sim_host_ns)
-                r = CUDA_ERROR_NOT_READY;
-            else
-                sim_vc_join(&sim_thread()->vc, &hEvent->vc); // observed complete
-        }
-        // Never recorded: complete (CUDA_SUCCESS), and orders nothing.
+    if (r == CUDA_SUCCESS && (r = event_wait_check(hEvent)) == CUDA_SUCCESS && hEvent->recorded) {
+        if (hEvent->time_ns > sim_host_ns)
+            r = CUDA_ERROR_NOT_READY;
+        else
+            sim_vc_join(&sim_thread()->vc, &hEvent->vc); // observed complete
     }
+    // Never recorded: complete (CUDA_SUCCESS), and orders nothing.
     sim_leave();
     return r;
 }
@@ -742,15 +790,9 @@ SIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
 SIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
     CUresult r = sim_enter();
-    if (r == CUDA_SUCCESS) {
-        if (!event_ok(hEvent)) {
-            r = CUDA_ERROR_INVALID_HANDLE;
-        } else if (hEvent->cap_graph && hEvent->cap_graph->capturing) {
-            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        } else if (hEvent->recorded) {
-            sim_host_wait_until(hEvent->time_ns);
-            sim_vc_join(&sim_thread()->vc, &hEvent->vc);
-        }
+    if (r == CUDA_SUCCESS && (r = event_wait_check(hEvent)) == CUDA_SUCCESS && hEvent->recorded) {
+        sim_host_wait_until(hEvent->time_ns);
+        sim_vc_join(&sim_thread()->vc, &hEvent->vc);
     }
     sim_leave();
     return r;

@@ -3,6 +3,7 @@
 // driver: results are checked as bytes, simulated times and error codes.
 #include <criterion/criterion.h>
 #include <cuda.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -706,4 +707,66 @@ Test(exec, kernel_footprint_past_the_buffer_faults, .exit_code = SIM_EXIT_FAULT)
     void *params[] = {&buf, &n};
     cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
     cr_assert_fail("the launch should have faulted");
+}
+
+static CUevent other_event;
+
+static void *query_from_other_thread(void *arg)
+{
+    (void)arg;
+    CUcontext ctx;
+    CUdevice dev;
+    if (cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx))
+        return (void *)(uintptr_t)999;
+    return (void *)(uintptr_t)cuEventQuery(other_event);
+}
+
+static CUresult query_in_thread(void)
+{
+    pthread_t t;
+    void *ret;
+    cr_assert_eq(pthread_create(&t, NULL, query_from_other_thread, NULL), 0);
+    cr_assert_eq(pthread_join(t, &ret), 0);
+    return (CUresult)(uintptr_t)ret;
+}
+
+Test(exec, capture_modes_forbid_unsafe_calls)
+{
+    start();
+    CUstream s;
+    CUgraph g;
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(cuEventCreate(&other_event, 0));
+    OK(cuEventRecord(other_event, NULL));
+
+    // Global mode: an event query, from this thread or another, is refused
+    // and kills the capture.
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    cr_assert_eq(cuEventQuery(other_event), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    cr_assert_eq(query_in_thread(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+    // Thread-local: other threads are free, this one is not.
+    char h[64];
+    CUdeviceptr d;
+    OK(cuMemAlloc_v2(&d, sizeof h)); // before: cuMemAlloc is itself an unsafe call
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    OK(query_in_thread());
+    cr_assert_eq(cuMemcpyDtoH_v2(h, d, sizeof h), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+    // Relaxed capture, or a thread that switched itself to relaxed: allowed.
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    OK(cuEventQuery(other_event));
+    OK(cuStreamEndCapture(s, &g));
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    OK(cuThreadExchangeStreamCaptureMode(&mode));
+    cr_assert_eq(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    OK(cuEventSynchronize(other_event));
+    OK(cuThreadExchangeStreamCaptureMode(&mode));
+    OK(cuStreamEndCapture(s, &g));
+    cr_assert_not_null(g);
 }

@@ -305,6 +305,57 @@ Test(hb, unmap_after_successful_query_is_ordered)
     (void)out;
 }
 
+static struct {
+    CUdeviceptr va;
+    size_t size;
+    CUevent done;
+    CUmemGenericAllocationHandle h;
+} offload;
+
+static void *release_worker(void *arg)
+{
+    (void)arg;
+    CUcontext ctx;
+    CUdevice dev;
+    if (cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx))
+        return (void *)1;
+    // aoshim's release worker: wait for the uses, then unmap and release.
+    if (cuEventSynchronize(offload.done) || cuMemUnmap(offload.va, offload.size) ||
+        cuMemRelease(offload.h))
+        return (void *)2;
+    return NULL;
+}
+
+Test(hb, remap_after_another_threads_unmap_is_not_a_race)
+{
+    // The main thread maps fresh memory at the same address after a worker
+    // thread unmapped it. pthread_join orders the two host threads, which the
+    // checker cannot see: an earlier unmap must never count as a conflict.
+    start();
+    make_kernels();
+    offload.va = vmm_buffer(&offload.h, &offload.size);
+    CUstream s = stream(CU_STREAM_NON_BLOCKING);
+    OK(cuEventCreate(&offload.done, CU_EVENT_DISABLE_TIMING));
+    produce(offload.va, s);
+    OK(cuEventRecord(offload.done, s));
+    pthread_t t;
+    void *ret;
+    cr_assert_eq(pthread_create(&t, NULL, release_worker, NULL), 0);
+    cr_assert_eq(pthread_join(t, &ret), 0);
+    cr_assert_null(ret);
+    cr_assert_eq(races(), 0);
+
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle h2;
+    OK(cuMemCreate(&h2, offload.size, &prop, 0));
+    OK(cuMemMap(offload.va, offload.size, 0, h2, 0));
+    CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    OK(cuMemSetAccess(offload.va, offload.size, &acc, 1));
+    produce(offload.va, s);
+    cr_assert_eq(races(), 0);
+}
+
 Test(hb, pinned_host_buffer_reused_before_copy_completes)
 {
     // A D2H copy into pinned memory on s1, then an H2D copy from the same

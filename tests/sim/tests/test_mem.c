@@ -2,6 +2,9 @@
 // Simulated device memory: plain allocations, capacity, stream-ordered
 // allocation, VMM rules, pinned host memory, pointer attributes, faults.
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -11,7 +14,7 @@
 
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)
-#define G2 (2 * MiB)
+#define G2  (2 * MiB)
 
 static CUcontext ctx;
 
@@ -153,6 +156,67 @@ Test(mem, use_after_free_faults, .init = setup, .exit_code = SIM_EXIT_FAULT)
     *(volatile int *)(uintptr_t)p = 1;
 }
 
+// A segfault outside the device region is not the simulator's: the handler
+// installed before cuInit gets it (criterion's, a sanitizer's, or the
+// default action), so the process dies of a signal, not with SIM_EXIT_FAULT.
+Test(mem, foreign_segfault_still_crashes)
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 2);
+        setenv("SIM_CAPACITY", "1G", 1);
+        cuInit(0);
+        static volatile uintptr_t not_mapped = 8; // opaque to the compiler
+        *(volatile int *)not_mapped = 1;
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFSIGNALED(st), "status 0x%x", st);
+    cr_assert(WTERMSIG(st) == SIGSEGV || WTERMSIG(st) == SIGABRT, "signal %d", WTERMSIG(st));
+}
+
+// Several host threads allocating and freeing at once: the lock keeps the
+// tables whole, and every byte comes back.
+static void *churn(void *arg)
+{
+    CUcontext c = arg;
+    if (cuCtxSetCurrent(c) != CUDA_SUCCESS) return (void *)1;
+    CUdeviceptr p[16];
+    for (int round = 0; round < 200; round++) {
+        for (int i = 0; i < 16; i++) {
+            if (cuMemAlloc(&p[i], 4096 * (size_t)(1 + (i + round) % 5)) != CUDA_SUCCESS)
+                return (void *)2;
+            *(volatile char *)(uintptr_t)p[i] = (char)i;
+        }
+        for (int i = 0; i < 16; i++) {
+            if (*(volatile char *)(uintptr_t)p[i] != (char)i)
+                return (void *)3; // another thread was handed the same bytes
+            if (cuMemFree(p[i]) != CUDA_SUCCESS) return (void *)4;
+        }
+    }
+    return NULL;
+}
+
+Test(mem, threads_churn, .init = setup)
+{
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, churn, ctx), 0);
+    for (int i = 0; i < 8; i++) {
+        void *res;
+        pthread_join(t[i], &res);
+        cr_assert_null(res, "thread %d failed: %p", i, res);
+    }
+    sim_stats_t s = stats();
+    cr_assert_eq(s.current_device_bytes, 0);
+    cr_assert_eq(s.alloc_calls, 8 * 200 * 16);
+    cr_assert_eq(s.races, 0);
+    cr_assert_leq(s.peak_device_bytes, 8 * 16 * 5 * 4096);
+}
+
 // --- stream-ordered allocation ---------------------------------------------------------
 Test(mem, async_reuse_follows_order, .init = setup)
 {
@@ -243,6 +307,93 @@ Test(mem, async_alloc_refused_while_capturing, .init = setup)
     cr_assert_eq(stats().current_device_bytes, 0, "nothing allocated");
 }
 
+Test(mem, default_pool_attributes, .init = setup)
+{
+    CUmemoryPool pool = NULL, cur = NULL;
+    cr_assert_eq(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+    cr_assert_not_null(pool);
+    cr_assert_eq(cuDeviceGetMemPool(&cur, 0), CUDA_SUCCESS);
+    cr_assert_eq(cur, pool);
+    cr_assert_eq(cuDeviceGetDefaultMemPool(&pool, 1), CUDA_ERROR_INVALID_DEVICE);
+    cuuint64_t thr = 1ull << 40;
+    cr_assert_eq(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &thr),
+                 CUDA_SUCCESS);
+    thr = 0;
+    cr_assert_eq(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &thr),
+                 CUDA_SUCCESS);
+    cr_assert_eq(thr, 1ull << 40);
+    CUstream s;
+    cr_assert_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CUdeviceptr a, b;
+    cr_assert_eq(cuMemAllocFromPoolAsync(&a, 3 * MiB, pool, s), CUDA_SUCCESS);
+    cr_assert_eq(cuMemAllocAsync(&b, 1 * MiB, s), CUDA_SUCCESS);
+    cuuint64_t used = 0, high = 0;
+    cr_assert_eq(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used),
+                 CUDA_SUCCESS);
+    cr_assert_eq(used, 4 * MiB);
+    CUmemoryPool owner = NULL;
+    cr_assert_eq(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, a),
+                 CUDA_SUCCESS);
+    cr_assert_eq(owner, pool);
+    cr_assert_eq(cuMemFreeAsync(a, s), CUDA_SUCCESS);
+    cr_assert_eq(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used),
+                 CUDA_SUCCESS);
+    cr_assert_eq(used, 1 * MiB);
+    cr_assert_eq(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &high), CUDA_SUCCESS);
+    cr_assert_eq(high, 4 * MiB);
+    cuuint64_t zero = 0, one = 1;
+    cr_assert_eq(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &one),
+                 CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero), CUDA_SUCCESS);
+    cr_assert_eq(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &high), CUDA_SUCCESS);
+    cr_assert_eq(high, 1 * MiB, "reset to the current use");
+    cr_assert_eq(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    cr_assert_eq(cuMemAllocFromPoolAsync(&a, 4096, (CUmemoryPool)&used, s),
+                 CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr plain;
+    cr_assert_eq(cuMemAlloc(&plain, 4096), CUDA_SUCCESS);
+    cr_assert_eq(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, plain),
+                 CUDA_ERROR_INVALID_VALUE);
+}
+
+// Potentially unsafe calls during a GLOBAL capture are refused and
+// invalidate it; a thread in RELAXED mode may make them.
+Test(mem, unsafe_calls_during_capture, .init = setup)
+{
+    CUstream s;
+    cr_assert_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CUdeviceptr keep;
+    cr_assert_eq(cuMemAlloc(&keep, 4096), CUDA_SUCCESS);
+    cr_assert_eq(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    CUdeviceptr a;
+    cr_assert_eq(cuMemAlloc(&a, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(stats().current_device_bytes, 4096, "nothing allocated");
+    CUstreamCaptureStatus cs;
+    cr_assert_eq(cuStreamIsCapturing(s, &cs), CUDA_SUCCESS);
+    cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    CUgraph g;
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+    cr_assert_eq(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(cuMemFree(keep), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    void *h;
+    cr_assert_eq(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(cuMemHostAlloc(&h, 4096, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_eq(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+    // RELAXED: allowed, and the capture survives.
+    cr_assert_eq(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+    cr_assert_eq(cuMemAlloc(&a, 4096), CUDA_SUCCESS);
+    cr_assert_eq(cuMemFree(a), CUDA_SUCCESS);
+    cr_assert_eq(cuStreamIsCapturing(s, &cs), CUDA_SUCCESS);
+    cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    cr_assert_eq(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+}
+
 // cuMemFree of plain memory synchronises the device first.
 static void nodata(void)
 {
@@ -274,9 +425,11 @@ Test(vmm, granularity_and_argument_rules, .init = setup)
 {
     CUmemAllocationProp prop = dev_prop();
     size_t g = 0;
-    cr_assert_eq(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+    cr_assert_eq(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+                 CUDA_SUCCESS);
     cr_assert_eq(g, G2);
-    cr_assert_eq(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), CUDA_SUCCESS);
+    cr_assert_eq(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+                 CUDA_SUCCESS);
     cr_assert_eq(g, G2);
 
     CUdeviceptr va, va2;
@@ -297,17 +450,22 @@ Test(vmm, granularity_and_argument_rules, .init = setup)
     cr_assert_eq(cuMemMap(va + 4096, G2, 0, h, 0), CUDA_ERROR_INVALID_VALUE, "misaligned address");
     cr_assert_eq(cuMemMap(va, G2 + 4096, 0, h, 0), CUDA_ERROR_INVALID_VALUE, "misaligned size");
     cr_assert_eq(cuMemMap(va, G2, G2, h, 0), CUDA_ERROR_INVALID_VALUE, "offset must be zero");
-    cr_assert_eq(cuMemMap(va, 8 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE, "larger than the handle");
-    cr_assert_eq(cuMemMap(va + 6 * MiB, 4 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE, "past the reservation");
+    cr_assert_eq(cuMemMap(va, 8 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE,
+                 "larger than the handle");
+    cr_assert_eq(cuMemMap(va + 6 * MiB, 4 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE,
+                 "past the reservation");
     CUdeviceptr plain;
     cr_assert_eq(cuMemAlloc(&plain, 4 * MiB), CUDA_SUCCESS);
-    cr_assert_eq(cuMemMap(plain - plain % G2, G2, 0, h, 0), CUDA_ERROR_INVALID_VALUE, "not reserved");
+    cr_assert_eq(cuMemMap(plain - plain % G2, G2, 0, h, 0), CUDA_ERROR_INVALID_VALUE,
+                 "not reserved");
     cr_assert_eq(cuMemMap(va, 4 * MiB, 0, h, 0), CUDA_SUCCESS);
-    cr_assert_eq(cuMemMap(va + 2 * MiB, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE, "over a mapping");
+    cr_assert_eq(cuMemMap(va + 2 * MiB, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE,
+                 "over a mapping");
 
     CUmemAccessDesc d = rw();
     cr_assert_eq(cuMemSetAccess(va, 6 * MiB, &d, 1), CUDA_ERROR_INVALID_VALUE, "not fully mapped");
-    cr_assert_eq(cuMemSetAccess(va + 4 * MiB, 2 * MiB, &d, 1), CUDA_ERROR_INVALID_VALUE, "unmapped");
+    cr_assert_eq(cuMemSetAccess(va + 4 * MiB, 2 * MiB, &d, 1), CUDA_ERROR_INVALID_VALUE,
+                 "unmapped");
     cr_assert_eq(cuMemSetAccess(va, 4 * MiB, &d, 1), CUDA_SUCCESS);
 
     cr_assert_eq(cuMemUnmap(va, 2 * MiB), CUDA_ERROR_INVALID_VALUE, "part of a mapping");
@@ -368,13 +526,15 @@ Test(vmm, capacity_counts_handles, .init = setup)
     uint64_t t0 = stats().host_ns;
     cr_assert_eq(cuMemCreate(&h, 4 * MiB, &prop, 0), CUDA_SUCCESS);
     uint64_t dt = stats().host_ns - t0;
-    cr_assert_geq(dt, 2 * 190000, "cuMemCreate costs 190 us per granule: %llu", (unsigned long long)dt);
+    cr_assert_geq(dt, 2 * 190000, "cuMemCreate costs 190 us per granule: %llu",
+                  (unsigned long long)dt);
     cr_assert_lt(dt, 2 * 190000 + 1000);
     cr_assert_eq(stats().current_device_bytes, 4 * MiB);
     cr_assert_eq(cuMemCreate(&big, GiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
     cr_assert_eq(stats().current_device_bytes, 4 * MiB);
     CUdeviceptr p;
-    cr_assert_eq(cuMemAlloc(&p, GiB - 4 * MiB + 1), CUDA_ERROR_OUT_OF_MEMORY, "handles and allocations share capacity");
+    cr_assert_eq(cuMemAlloc(&p, GiB - 4 * MiB + 1), CUDA_ERROR_OUT_OF_MEMORY,
+                 "handles and allocations share capacity");
     cr_assert_eq(cuMemMap(va, 4 * MiB, 0, h, 0), CUDA_SUCCESS);
     // Released while mapped: the memory lives until the unmap.
     cr_assert_eq(cuMemRelease(h), CUDA_SUCCESS);
@@ -407,6 +567,27 @@ Test(vmm, copy_before_set_access_faults, .init = setup, .exit_code = SIM_EXIT_FA
     cr_assert_eq(cuMemCreate(&h, 2 * MiB, &prop, 0), CUDA_SUCCESS);
     cr_assert_eq(cuMemMap(va, 2 * MiB, 0, h, 0), CUDA_SUCCESS);
     char buf[64] = {0};
+    cuMemcpyHtoD(va, buf, sizeof buf);
+}
+
+// Read-only access: reading works, a copy that writes faults.
+Test(vmm, write_to_read_only_mapping_faults, .init = setup, .exit_code = SIM_EXIT_FAULT)
+{
+    CUmemAllocationProp prop = dev_prop();
+    CUmemAccessDesc d = rw();
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h;
+    cr_assert_eq(cuMemAddressReserve(&va, 2 * MiB, 0, 0, 0), CUDA_SUCCESS);
+    cr_assert_eq(cuMemCreate(&h, 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    cr_assert_eq(cuMemMap(va, 2 * MiB, 0, h, 0), CUDA_SUCCESS);
+    cr_assert_eq(cuMemSetAccess(va, 2 * MiB, &d, 1), CUDA_SUCCESS);
+    unsigned long long flags = 9;
+    CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+    cr_assert_eq(cuMemGetAccess(&flags, &loc, va), CUDA_SUCCESS);
+    cr_assert_eq(flags, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    char buf[16];
+    cr_assert_eq(cuMemcpyDtoH(buf, va, sizeof buf), CUDA_SUCCESS, "reading is allowed");
     cuMemcpyHtoD(va, buf, sizeof buf);
 }
 
@@ -534,20 +715,24 @@ Test(host, register_rules, .init = setup)
     cr_assert_eq(cuMemHostRegister(buf, n / 2, 0), CUDA_SUCCESS);
     cr_assert_eq(stats().pin_calls, s0.pin_calls + 1);
     cr_assert_eq(cuMemHostRegister(buf + 4096, 4096, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
-    cr_assert_eq(cuMemHostRegister(buf + n / 2 - 1, 4096, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    cr_assert_eq(cuMemHostRegister(buf + n / 2 - 1, 4096, 0),
+                 CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
     cr_assert_eq(cuMemHostRegister(buf + n / 2, n / 2, 0), CUDA_SUCCESS, "adjacent is fine");
     CUdeviceptr dp;
     cr_assert_eq(cuMemHostGetDevicePointer(&dp, buf + 100, 0), CUDA_SUCCESS);
     cr_assert_eq(dp, (CUdeviceptr)(uintptr_t)(buf + 100));
-    cr_assert_eq(cuMemHostUnregister(buf + 4096), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "not the start");
+    cr_assert_eq(cuMemHostUnregister(buf + 4096), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+                 "not the start");
     cr_assert_eq(cuMemHostUnregister(buf), CUDA_SUCCESS);
     cr_assert_eq(cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
-    cr_assert_eq(cuMemHostGetDevicePointer(&dp, buf, 0), CUDA_ERROR_INVALID_VALUE, "no longer pinned");
+    cr_assert_eq(cuMemHostGetDevicePointer(&dp, buf, 0), CUDA_ERROR_INVALID_VALUE,
+                 "no longer pinned");
     cr_assert_eq(cuMemHostUnregister(buf + n / 2), CUDA_SUCCESS);
     cr_assert_eq(cuMemHostRegister(buf, 0, 0), CUDA_ERROR_INVALID_VALUE);
     CUdeviceptr d;
     cr_assert_eq(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
-    cr_assert_eq(cuMemHostRegister((void *)(uintptr_t)d, 4096, 0), CUDA_ERROR_INVALID_VALUE, "device memory");
+    cr_assert_eq(cuMemHostRegister((void *)(uintptr_t)d, 4096, 0), CUDA_ERROR_INVALID_VALUE,
+                 "device memory");
     free(buf);
 }
 
@@ -557,13 +742,16 @@ Test(attr, pointer_attributes, .init = setup)
     CUdeviceptr d;
     cr_assert_eq(cuMemAlloc(&d, 10000), CUDA_SUCCESS);
     unsigned type = 0;
-    cr_assert_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 50), CUDA_SUCCESS);
+    cr_assert_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 50),
+                 CUDA_SUCCESS);
     cr_assert_eq(type, CU_MEMORYTYPE_DEVICE);
     CUdeviceptr start = 0;
     size_t size = 0;
-    cr_assert_eq(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 50), CUDA_SUCCESS);
+    cr_assert_eq(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 50),
+                 CUDA_SUCCESS);
     cr_assert_eq(start, d);
-    cr_assert_eq(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, d + 50), CUDA_SUCCESS);
+    cr_assert_eq(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, d + 50),
+                 CUDA_SUCCESS);
     cr_assert_eq(size, 10000);
     CUcontext c = NULL;
     cr_assert_eq(cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, d), CUDA_SUCCESS);
@@ -572,27 +760,35 @@ Test(attr, pointer_attributes, .init = setup)
     cr_assert_eq(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d), CUDA_SUCCESS);
     cr_assert_eq(ord, 0);
     CUdeviceptr dp = 0;
-    cr_assert_eq(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, d + 8), CUDA_SUCCESS);
+    cr_assert_eq(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, d + 8),
+                 CUDA_SUCCESS);
     cr_assert_eq(dp, d + 8);
     void *hp;
-    cr_assert_eq(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, d), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, d),
+                 CUDA_ERROR_INVALID_VALUE);
     unsigned mapped = 0;
     cr_assert_eq(cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, d), CUDA_SUCCESS);
     cr_assert_eq(mapped, 1);
 
     void *h;
     cr_assert_eq(cuMemHostAlloc(&h, 8192, 0), CUDA_SUCCESS);
-    cr_assert_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)h), CUDA_SUCCESS);
+    cr_assert_eq(
+        cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)h),
+        CUDA_SUCCESS);
     cr_assert_eq(type, CU_MEMORYTYPE_HOST);
-    cr_assert_eq(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)(uintptr_t)h + 4), CUDA_SUCCESS);
+    cr_assert_eq(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER,
+                                       (CUdeviceptr)(uintptr_t)h + 4),
+                 CUDA_SUCCESS);
     cr_assert_eq(hp, (char *)h + 4);
 
     // Unregistered host memory: invalid for cuPointerGetAttribute, default
     // values (no error) for cuPointerGetAttributes.
     int local;
     CUdeviceptr lp = (CUdeviceptr)(uintptr_t)&local;
-    cr_assert_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, lp), CUDA_ERROR_INVALID_VALUE);
-    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_POINTER};
+    cr_assert_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, lp),
+                 CUDA_ERROR_INVALID_VALUE);
+    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                    CU_POINTER_ATTRIBUTE_DEVICE_POINTER};
     type = 77;
     dp = 77;
     void *data[2] = {&type, &dp};
@@ -605,9 +801,11 @@ Test(attr, pointer_attributes, .init = setup)
 
     // Freed: no longer a pointer.
     cr_assert_eq(cuMemFree(d), CUDA_SUCCESS);
-    cr_assert_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d),
+                 CUDA_ERROR_INVALID_VALUE);
     // Reserved but unmapped VA: not a pointer either.
     CUdeviceptr va;
     cr_assert_eq(cuMemAddressReserve(&va, 2 * MiB, 0, 0, 0), CUDA_SUCCESS);
-    cr_assert_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va),
+                 CUDA_ERROR_INVALID_VALUE);
 }
