@@ -319,6 +319,7 @@ void sim_hb_forget(uint64_t addr, uint64_t bytes)
         free(segs[j].readers);
         j++;
     }
+    if (j == i) return; // nothing there (segs may still be NULL)
     memmove(&segs[i], &segs[j], (nsegs - j) * sizeof *segs);
     nsegs -= j - i;
 }
