@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Configure (once) and build into build/ (or $AOSHIM_BUILD_DIR).
+# Configure (once) and build into build/ (or $BUILD_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
-dir="${AOSHIM_BUILD_DIR:-build}"
+dir="${BUILD_DIR:-build}"
 if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "$@" >/dev/null
 fi

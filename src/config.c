@@ -148,22 +148,45 @@ static void error_line(char *err, size_t errlen, const char *name, const char *v
     snprintf(err, errlen, "aoshim: error: AOSHIM_%s='%s': %s", name, value, accepted);
 }
 
+// Edit distance, for "did you mean": option names are short.
+static size_t distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64];
+    if (la >= 64 || lb >= 64) return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
 int ao_config_set(ao_config_t *cfg, const char *name, const char *value, char *err, size_t errlen)
 {
+    size_t best = SIZE_MAX, bi = 0;
     for (size_t i = 0; i < NOPTIONS; i++) {
-        if (strcmp(options[i].name, name) != 0) continue;
-        if (options[i].set((char *)cfg + options[i].offset, value) == 0) return 0;
-        error_line(err, errlen, name, value, options[i].accepted);
-        return -1;
+        if (strcmp(options[i].name, name) == 0) {
+            if (options[i].set((char *)cfg + options[i].offset, value) == 0) return 0;
+            error_line(err, errlen, name, value, options[i].accepted);
+            return -1;
+        }
+        size_t d = distance(name, options[i].name);
+        if (d < best) best = d, bi = i;
     }
-    char known[512];
-    size_t p = 0;
-    for (size_t i = 0; i < NOPTIONS && p < sizeof known; i++)
-        p += (size_t)snprintf(known + p, sizeof known - p, "%sAOSHIM_%s", i ? " " : "",
-                              options[i].name);
-    error_line(err, errlen, name, value, "unknown variable; known: ");
-    strncat(err, known, errlen - strlen(err) - 1);
-    return -1;
+    if (best <= 3)
+        snprintf(err, errlen, "unknown variable AOSHIM_%s ignored; did you mean AOSHIM_%s?", name,
+                 options[bi].name);
+    else
+        snprintf(err, errlen, "unknown variable AOSHIM_%s ignored", name);
+    return 1;
 }
 
 int ao_config_load(ao_config_t *cfg, char *const *env, char *err, size_t errlen)
@@ -184,7 +207,10 @@ int ao_config_load(ao_config_t *cfg, char *const *env, char *err, size_t errlen)
         if (n >= sizeof name) n = sizeof name - 1;
         memcpy(name, *e + 7, n);
         name[n] = '\0';
-        if (ao_config_set(cfg, name, eq + 1, err, errlen) < 0) return -1;
+        int r = ao_config_set(cfg, name, eq + 1, err, errlen);
+        if (r < 0) return -1;
+        if (r > 0) ao_log(AO_LOG_WARN, "%s", err); // a typo must not pass silently
+
     }
     return 0;
 }

@@ -58,12 +58,13 @@ typedef struct ao_config_s {
 
 extern ao_config_t ao_config;
 
-// Parse one value into *cfg; on error fill err with the one-line message
-// "aoshim: error: AOSHIM_X='v': <accepted>" and return -1.
+// Parse one value into *cfg. A bad value: err gets the one-line message
+// "aoshim: error: AOSHIM_X='v': <accepted>", returns -1. An unknown name:
+// err gets a warning (with the closest known name), returns 1.
 int ao_config_set(ao_config_t *cfg, const char *name, const char *value, char *err, size_t errlen);
 // Defaults, then every AOSHIM_* variable from env (NULL: the process
-// environment). An unknown AOSHIM_ variable is an error too: a typo must not
-// be silently ignored. Returns 0, or -1 with err filled.
+// environment). An unknown AOSHIM_ variable is warned about (a typo must not
+// pass silently) and ignored. Returns 0, or -1 with err filled.
 int ao_config_load(ao_config_t *cfg, char *const *env, char *err, size_t errlen);
 // Whether layer (of nlayers, 0 if not yet known) is chosen by the set.
 bool ao_layerset_has(const ao_layerset_t *s, unsigned layer, unsigned nlayers);

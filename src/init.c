@@ -38,14 +38,23 @@ static void at_fork_child(void)
 
 // PyTorch hides tensors inside cached segments unless told otherwise; with
 // the cudaMallocAsync backend every tensor is its own allocation, which is
-// what aoshim can offload. Set it when the user has not chosen.
+// what aoshim can offload. Set it when the user has not chosen; when the user
+// chose a caching configuration, offloading would move segments aoshim does
+// not understand, so the engine declines (and says so once, at the first
+// layer boundary).
 static void pytorch_allocator(void)
 {
     const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+    const char *nocache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+    if (nocache && strcmp(nocache, "0") != 0) return; // every tensor a cudaMalloc
     if (!conf) {
         setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 0);
         if (ao_config.verbose)
             ao_log(AO_LOG_INFO, "set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync");
+    } else if (!strstr(conf, "backend:cudaMallocAsync")) {
+        ao_engine_declined = "PYTORCH_CUDA_ALLOC_CONF selects PyTorch's caching allocator, which "
+                             "hides tensors inside cached segments; use backend:cudaMallocAsync "
+                             "(or unset it) to offload";
     }
 }
 

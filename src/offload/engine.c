@@ -58,6 +58,7 @@ struct ao_chunk_s {
     unsigned nlive;    // buffers not freed
     unsigned npending; // freed buffers whose release is still deferred
     ao_extents_t free; // unused space inside the chunk
+    CUevent ev_copy;   // after the copies of a cancelled offload, still reading it
     struct ao_chunk_s *next;
 };
 
@@ -123,6 +124,7 @@ static struct {
 static ao_ptrmap_t buffers = AO_PTRMAP_INIT; // address -> ao_buffer_t *
 
 bool ao_engine_off;
+const char *ao_engine_declined;
 static _Thread_local CUstream tls_stream;
 static _Thread_local bool tls_stream_set;
 
@@ -312,6 +314,7 @@ static void chunk_maybe_free(ao_chunk_t *c)
     if (c->mapped) chunk_unmap(c);
     ao_va_free(c->base, c->size);
     ao_extents_clear(&c->free);
+    event_put(c->ev_copy, false);
     ao_stat_device(0, 0, -(int64_t)c->size);
     for (ao_chunk_t **pp = &c->scope->chunks; *pp; pp = &(*pp)->next)
         if (*pp == c) {
@@ -614,7 +617,9 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
         for (int i = 0; i < E.nstreams; i++) d->ev[d->nev++] = record(E.streams[i], false);
     }
     // A copy in flight reads or writes this buffer.
-    if (c->state == AO_OFFLOADING) {
+    if (c->ev_copy && !done(c->ev_copy)) {
+        d->ev[d->nev++] = record(E.d2h, false); // a cancelled offload's copy
+    } else if (c->state == AO_OFFLOADING) {
         d->ev[d->nev++] = record(E.d2h, false);
         ao_stat_add(AO_STAT_COPIES_SKIPPED, 1);
     } else if (c->state == AO_RELOADING) {
@@ -748,10 +753,12 @@ static void release_point(int mb, const ao_scope_t *except)
         }
 }
 
-// Give the host slots of a chunk whose offload is cancelled back once the
-// copies that fill them are done.
+// Keep a chunk whose offload is cancelled: its copies still read it (a free
+// must wait for them: ev_copy) and fill its host slots (given back after).
 static void cancel_chunk(ao_chunk_t *c)
 {
+    event_put(c->ev_copy, false);
+    c->ev_copy = record(E.d2h, false);
     for (ao_buffer_t *b = c->buffers; b; b = b->next) {
         if (!b->host || b->freed) continue;
         ao_deferred_t *d = calloc(1, sizeof *d);
@@ -825,6 +832,10 @@ static int reload(ao_scope_t *s)
 static int enter(void)
 {
     if (ao_engine_off) return AOSHIM_EDISABLED;
+    if (ao_engine_declined) {
+        WARN_ONCE("not offloading: %s", ao_engine_declined);
+        return AOSHIM_EDISABLED;
+    }
     pthread_mutex_lock(&E.mu);
     if (!ensure_ready()) {
         pthread_mutex_unlock(&E.mu);

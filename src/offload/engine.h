@@ -61,5 +61,8 @@ int ao_engine_keep(CUdeviceptr p);
 
 // Set in a forked child and under AOSHIM_ENABLE=0: everything passes through.
 extern bool ao_engine_off;
+// Why the engine will not offload in this process (NULL: it will): said once
+// at the first layer boundary, after which the control calls do nothing.
+extern const char *ao_engine_declined;
 
 #endif // AO_ENGINE_H

@@ -48,7 +48,7 @@ static const struct {
     {"AOSHIM_MIN_BYTES", "-4K"},      {"AOSHIM_MIN_BYTES", "4 K"},
     {"AOSHIM_HOST_LIMIT", "lots"},    {"AOSHIM_HOST_LIMIT", "99999999999999T"},
     {"AOSHIM_VERBOSE", "3"},          {"AOSHIM_QUIET", "yess"},
-    {"AOSHIM_OFLOAD_LAYERS", "4"},    {"AOSHIM_", "1"},
+    {"AOSHIM_MIN_BYTES", "1e6"},      {"AOSHIM_OFFLOAD_LAYERS", "0-2,x"},
 };
 
 Test(preload_env, bad_values_exit_2_with_one_line)
@@ -74,6 +74,9 @@ Test(preload_env, good_values_are_silent)
     cr_assert_str_eq(out, "");
     cr_assert_eq(run_with("AOSHIM_OFFLOAD_LAYERS", "0-11,14", out, sizeof out), 0);
     cr_assert_str_eq(out, "");
+    cr_assert_eq(run_with("AOSHIM_OFLOAD_LAYERS", "4", out, sizeof out), 0);
+    cr_assert_str_eq(out, "aoshim: warning: unknown variable AOSHIM_OFLOAD_LAYERS ignored; did you "
+                          "mean AOSHIM_OFFLOAD_LAYERS?\n");
     cr_assert_eq(run_with("AOSHIM_VERBOSE", "1", out, sizeof out), 0);
     cr_assert(strstr(out, "aoshim: version 0.1.0") == out, "%s", out);
     cr_assert(strstr(out, "AOSHIM_PREFETCH=1 (default)") != NULL, "%s", out);
