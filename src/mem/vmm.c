@@ -83,16 +83,7 @@ typedef struct idle_s {
 static idle_t *pool;
 static size_t npool, cappool;
 
-static bool pool_take(size_t size, CUmemGenericAllocationHandle *h)
-{
-    for (size_t i = npool; i-- > 0;)
-        if (pool[i].size == size) {
-            *h = pool[i].h;
-            pool[i] = pool[--npool];
-            return true;
-        }
-    return false;
-}
+static size_t idle_bytes;
 
 static void pool_put(size_t size, CUmemGenericAllocationHandle h)
 {
@@ -107,23 +98,54 @@ static void pool_put(size_t size, CUmemGenericAllocationHandle h)
         cappool = cap;
     }
     pool[npool++] = (idle_t){size, h};
+    idle_bytes += size;
 }
 
-bool ao_phys_pooled(size_t size)
+static idle_t pool_remove(size_t i)
+{
+    idle_t it = pool[i];
+    pool[i] = pool[--npool];
+    idle_bytes -= it.size;
+    return it;
+}
+
+size_t ao_phys_idle(void)
+{
+    return idle_bytes;
+}
+
+// Choose idle handles to tile `size`: an exact one if pooled, else the
+// largest that still fit, in turn. Returns the bytes covered.
+static size_t pool_take_tiles(size_t size, ao_phys_t *ph)
 {
     for (size_t i = 0; i < npool; i++)
-        if (pool[i].size == size) return true;
-    return false;
+        if (pool[i].size == size) {
+            idle_t it = pool_remove(i);
+            ph->h[0] = it.h;
+            ph->size[0] = it.size;
+            ph->n = 1;
+            return size;
+        }
+    size_t got = 0;
+    while (ph->n < AO_PHYS_MAX - 1) { // leave a slot for a created remainder
+        size_t best = SIZE_MAX;
+        for (size_t i = 0; i < npool; i++)
+            if (got + pool[i].size <= size && (best == SIZE_MAX || pool[i].size > pool[best].size))
+                best = i;
+        if (best == SIZE_MAX) break;
+        idle_t it = pool_remove(best);
+        ph->h[ph->n] = it.h;
+        ph->size[ph->n] = it.size;
+        ph->n++;
+        got += it.size;
+    }
+    return got;
 }
 
 size_t ao_phys_trim(void)
 {
-    size_t bytes = 0;
-    while (npool) {
-        npool--;
-        ao_real.cuMemRelease(pool[npool].h);
-        bytes += pool[npool].size;
-    }
+    size_t bytes = idle_bytes;
+    while (npool) ao_real.cuMemRelease(pool_remove(npool - 1).h);
     return bytes;
 }
 
@@ -134,25 +156,27 @@ static CUresult create(size_t size, CUmemGenericAllocationHandle *h)
     return ao_real.cuMemCreate(h, size, &prop, 0);
 }
 
-CUresult ao_phys_map(CUdeviceptr p, size_t size, CUmemGenericAllocationHandle *out)
+CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph)
 {
-    CUmemGenericAllocationHandle h;
+    ph->n = 0;
+    size_t got = pool_take_tiles(size, ph);
     CUresult r = CUDA_SUCCESS;
-    if (!pool_take(size, &h)) {
-        // Idle handles of other sizes are device memory too: give back as
-        // much as this one adds, oldest first, so that the pool never grows
-        // the device footprint by holding sizes nobody asks for any more.
-        size_t freed = 0;
-        while (npool && freed < size) {
-            freed += pool[0].size;
-            ao_real.cuMemRelease(pool[0].h);
-            pool[0] = pool[--npool];
+    if (got < size) {
+        CUmemGenericAllocationHandle h;
+        r = create(size - got, &h);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_phys_trim()) r = create(size - got, &h);
+        if (r == CUDA_SUCCESS) {
+            ph->h[ph->n] = h;
+            ph->size[ph->n] = size - got;
+            ph->n++;
         }
-        r = create(size, &h);
-        if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_phys_trim()) r = create(size, &h);
-        if (r != CUDA_SUCCESS) return r;
     }
-    r = ao_real.cuMemMap(p, size, 0, h, 0);
+    unsigned mapped = 0;
+    size_t off = 0;
+    while (r == CUDA_SUCCESS && mapped < ph->n) {
+        r = ao_real.cuMemMap(p + off, ph->size[mapped], 0, ph->h[mapped], 0);
+        if (r == CUDA_SUCCESS) off += ph->size[mapped++];
+    }
     if (r == CUDA_SUCCESS) {
         CUmemAccessDesc acc;
         memset(&acc, 0, sizeof acc);
@@ -160,19 +184,22 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, CUmemGenericAllocationHandle *o
         acc.location.id = ao_vmm.device;
         acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         r = ao_real.cuMemSetAccess(p, size, &acc, 1);
-        if (r == CUDA_SUCCESS) {
-            *out = h;
-            return CUDA_SUCCESS;
-        }
-        ao_real.cuMemUnmap(p, size);
+        if (r == CUDA_SUCCESS) return CUDA_SUCCESS;
     }
-    pool_put(size, h);
+    // Undo: unmap what was mapped (each handle its own mapping), pool all.
+    off = 0;
+    for (unsigned i = 0; i < ph->n; off += ph->size[i++]) {
+        if (i < mapped) ao_real.cuMemUnmap(p + off, ph->size[i]);
+        pool_put(ph->size[i], ph->h[i]);
+    }
+    ph->n = 0;
     return r;
 }
 
-CUresult ao_phys_unmap(CUdeviceptr p, size_t size, CUmemGenericAllocationHandle h)
+CUresult ao_phys_unmap(CUdeviceptr p, size_t size, const ao_phys_t *ph)
 {
     CUresult r = ao_real.cuMemUnmap(p, size);
-    if (r == CUDA_SUCCESS) pool_put(size, h);
-    return r;
+    if (r != CUDA_SUCCESS) return r;
+    for (unsigned i = 0; i < ph->n; i++) pool_put(ph->size[i], ph->h[i]);
+    return CUDA_SUCCESS;
 }

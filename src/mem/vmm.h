@@ -45,15 +45,27 @@ static inline size_t ao_vmm_round(size_t n)
 CUresult ao_va_alloc(size_t size, CUdeviceptr *out);
 void ao_va_free(CUdeviceptr p, size_t size);
 
-// Back [p, p+size) with one handle of exactly size bytes (pooled if one is
-// idle, else cuMemCreate; on out-of-memory the idle pool is given back and
-// creation retried), map it, grant read-write access. On failure nothing
-// stays mapped.
-CUresult ao_phys_map(CUdeviceptr p, size_t size, CUmemGenericAllocationHandle *h);
-// Unmap [p, p+size); its handle goes back to the pool.
-CUresult ao_phys_unmap(CUdeviceptr p, size_t size, CUmemGenericAllocationHandle h);
-// Whether an idle handle of exactly size bytes is pooled.
-bool ao_phys_pooled(size_t size);
+// The physical memory behind one mapped range: the handles, in address
+// order. Usually one (the same size comes back step after step); more when
+// idle handles of other sizes are combined instead of creating memory.
+#define AO_PHYS_MAX 32
+typedef struct ao_phys_s {
+    unsigned n;
+    CUmemGenericAllocationHandle h[AO_PHYS_MAX];
+    size_t size[AO_PHYS_MAX];
+} ao_phys_t;
+
+// Back [p, p+size) with physical memory: an idle handle of exactly size if
+// one is pooled, else idle handles of other sizes tiled in a row, and
+// cuMemCreate only for what the pool cannot cover (on out-of-memory the
+// idle pool is given back and creation retried). One cuMemMap per handle,
+// one cuMemSetAccess for the range. On failure nothing stays mapped.
+CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *out);
+// One cuMemUnmap for the range (it covers whole mappings only); the handles
+// go back to the pool.
+CUresult ao_phys_unmap(CUdeviceptr p, size_t size, const ao_phys_t *ph);
+// Bytes of idle handles in the pool.
+size_t ao_phys_idle(void);
 // Release every idle handle (cuMemRelease). Returns the bytes given back.
 size_t ao_phys_trim(void);
 

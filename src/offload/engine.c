@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The offload engine. See engine.h for the model; the data:
 //
-//   scope (layer, microbatch) --< chunk (one VA range, one physical handle)
+//   scope (layer, microbatch) --< chunk (one VA range, mapped as a unit)
 //                                    --< buffer (a program allocation)
 //
 // A chunk moves as a unit: it is resident, being copied out, offloaded
@@ -50,7 +50,7 @@ typedef struct ao_buffer_s {
 struct ao_chunk_s {
     CUdeviceptr base;
     size_t size;
-    CUmemGenericAllocationHandle handle;
+    ao_phys_t phys;
     bool mapped;
     ao_state_t state;
     ao_scope_t *scope;
@@ -250,7 +250,7 @@ static bool ensure_ready(void)
 // --- chunks -------------------------------------------------------------------------------
 static void chunk_unmap(ao_chunk_t *c)
 {
-    CUresult r = ao_phys_unmap(c->base, c->size, c->handle);
+    CUresult r = ao_phys_unmap(c->base, c->size, &c->phys);
     if (r != CUDA_SUCCESS)
         WARN_ONCE("cuMemUnmap failed (CUDA error %d): device memory not released", (int)r);
     c->mapped = false;
@@ -268,12 +268,12 @@ static void drain_locked(void);
 
 static CUresult chunk_map(ao_chunk_t *c)
 {
-    while (!ao_phys_pooled(c->size) && wait_one_release()) {
+    while (ao_phys_idle() < c->size && wait_one_release()) {
     }
-    CUresult r = ao_phys_map(c->base, c->size, &c->handle);
+    CUresult r = ao_phys_map(c->base, c->size, &c->phys);
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         drain_locked();
-        r = ao_phys_map(c->base, c->size, &c->handle);
+        r = ao_phys_map(c->base, c->size, &c->phys);
     }
     if (r == CUDA_SUCCESS) {
         c->mapped = true;
@@ -882,7 +882,11 @@ int ao_engine_layer_begin(int layer)
     for (ao_scope_t *p = s->next; p; p = p->next)
         if (p->mb == E.mb && p->offload_deferred) offload(p);
     if (layer > E.max_fwd_layer) E.max_fwd_layer = layer;
+    // Plan from what this layer did last step; in the first step, from the
+    // layer before (transformer layers repeat). A plan that does not match
+    // the allocations (sizes differ) is simply not used.
     if (E.learned[layer].n) s->plan = &E.learned[layer];
+    else if (layer > 0 && E.learned[layer - 1].n) s->plan = &E.learned[layer - 1];
     __atomic_store_n(&E.open, s, __ATOMIC_RELEASE);
     return leave(0);
 }
