@@ -92,3 +92,12 @@ size_t ao_ptrmap_count(ao_ptrmap_t *m)
     pthread_mutex_unlock(&m->mu);
     return n;
 }
+
+void ao_ptrmap_clear(ao_ptrmap_t *m)
+{
+    pthread_mutex_lock(&m->mu);
+    free(m->tab);
+    m->tab = NULL;
+    m->cap = m->used = m->live = 0;
+    pthread_mutex_unlock(&m->mu);
+}

@@ -30,5 +30,7 @@ uint64_t ao_ptrmap_get(ao_ptrmap_t *m, uint64_t key);
 // Remove key; its value, or 0 if it was not there.
 uint64_t ao_ptrmap_take(ao_ptrmap_t *m, uint64_t key);
 size_t ao_ptrmap_count(ao_ptrmap_t *m);
+// Drop every entry and the table.
+void ao_ptrmap_clear(ao_ptrmap_t *m);
 
 #endif // AO_PTRMAP_H
