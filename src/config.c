@@ -228,3 +228,12 @@ void ao_config_print(int fd)
         if (n > 0) ao_write_line(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     }
 }
+
+bool ao_config_describe(size_t i, const char **name, const char **def, const char **help)
+{
+    if (i >= NOPTIONS) return false;
+    *name = options[i].name;
+    *def = options[i].def;
+    *help = options[i].help;
+    return true;
+}

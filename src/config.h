@@ -33,14 +33,16 @@ typedef struct ao_layerset_s {
     X(OFFLOAD_LAYERS, offload_layers, layers, "all",                                               \
       "'all', 'none', a count of first layers (12), a list with ranges (0-11,14) or a "            \
       "percentage (50%)",                                                                          \
-      "forward layers whose activations go to host memory; the last layer never does")             \
+      "forward layers whose activations go to host memory; 'all' means every layer but the last "  \
+      "2 + AOSHIM_PREFETCH, whose reload would start as soon as backward begins")             \
     X(PREFETCH, prefetch, uint, "1", "an integer from 0 to 64",                                    \
-      "reload layer L when backward of layer L+d begins")                                          \
+      "layers reloaded ahead: when backward of layer L begins, layers L-1 .. L-d come back")                                          \
     X(MIN_BYTES, min_bytes, size, "1MiB", "a size such as 4096, 512K, 1MiB, 2G",                   \
       "buffers smaller than this are never offloaded")                                             \
     X(HOST_LIMIT, host_limit, size, "0", "a size such as 64G (0: no limit)",                       \
       "cap on the pinned host memory pool")                                                        \
-    X(VERBOSE, verbose, level, "0", "0, 1 or 2", "1: version and every effective option at start") \
+    X(VERBOSE, verbose, level, "0", "0, 1 or 2",                                                  \
+      "1: version and every effective option at start")                                            \
     X(QUIET, quiet, bool, "0", "a boolean (1/0, true/false, yes/no, on/off)",                      \
       "1: no summary at exit")
 
@@ -70,6 +72,9 @@ int ao_config_load(ao_config_t *cfg, char *const *env, char *err, size_t errlen)
 bool ao_layerset_has(const ao_layerset_t *s, unsigned layer, unsigned nlayers);
 // Print every effective option (AOSHIM_VERBOSE) to fd.
 void ao_config_print(int fd);
+// The table, for documentation checks: option i's name (without AOSHIM_),
+// default and help; false past the end.
+bool ao_config_describe(size_t i, const char **name, const char **def, const char **help);
 
 // Low-level parsers, exposed for tests.
 int ao_parse_bool(const char *s, bool *out);

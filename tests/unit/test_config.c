@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -93,4 +94,24 @@ Test(config, load_defaults_and_errors)
     fflush(stderr);
     cr_assert_stderr_eq_str("aoshim: warning: unknown variable AOSHIM_OFFLOAD_LAYER ignored; did "
                             "you mean AOSHIM_OFFLOAD_LAYERS?\n");
+}
+
+// The README's option table is written by hand: every option must be there,
+// with its default, so the documentation cannot drift from the parser.
+Test(config, readme_documents_every_option)
+{
+    const char *path = getenv("AO_TEST_README");
+    cr_assert(path, "AO_TEST_README not set by the test harness");
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "cannot open %s", path);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    const char *name, *def, *help;
+    for (size_t i = 0; ao_config_describe(i, &name, &def, &help); i++) {
+        char row[128];
+        snprintf(row, sizeof row, "| `AOSHIM_%s` | `%s` |", name, def);
+        cr_expect(strstr(text, row) != NULL, "README has no row starting \"%s\"", row);
+    }
 }
