@@ -12,7 +12,7 @@ ninja -C "$dir" >/dev/null
 export LD_LIBRARY_PATH="$PWD/$dir/tests/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export SIM_QUIET=1
 for b in "$dir"/tests/bench/bench_*; do
-    [ -x "$b" ] || continue
+    [ -f "$b" ] && [ -x "$b" ] || continue
     echo "== $(basename "$b") =="
     "$b"
 done

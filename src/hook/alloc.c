@@ -15,7 +15,7 @@ bool ao_cuda_touched;
 bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async)
 {
     if (ao_in_hook || ao_engine_off || !out) return false;
-    ao_cuda_touched = true;
+    if (!ao_cuda_touched) ao_cuda_touched = true; // written once: no shared-line traffic after
     if (async) ao_engine_note_stream(stream);
     if (!ao_engine_wants(n)) {
         if (n && ao_engine_in_scope()) ao_stat_add(AO_STAT_KEPT_SMALL, 1);
