@@ -6,7 +6,10 @@
 
 #include <string.h>
 
+#include "hook/hook.h"
+#include "log.h"
 #include "mem/hostpool.h"
+#include "mem/vmm.h"
 #include "offload/engine.h"
 #include "stats.h"
 
@@ -17,7 +20,17 @@ AOSHIM_API int aoshim_backward_end(int layer) { return ao_engine_backward_end(la
 AOSHIM_API int aoshim_step_end(void) { return ao_engine_step_end(); }
 AOSHIM_API int aoshim_set_microbatch(int mb) { return ao_engine_set_microbatch(mb); }
 AOSHIM_API int aoshim_set_stream(void *s) { return ao_engine_set_stream((CUstream)s); }
-AOSHIM_API int aoshim_keep(const void *p) { return ao_engine_keep((CUdeviceptr)(uintptr_t)p); }
+// A buffer aoshim passed through is never offloaded: keeping it is a no-op.
+// A pointer aoshim never saw allocated is the caller's mistake.
+AOSHIM_API int aoshim_keep(const void *p)
+{
+    CUdeviceptr d = (CUdeviceptr)(uintptr_t)p;
+    if (!p || ao_engine_off || ao_vmm_owns(d)) return ao_engine_keep(d);
+    if (ao_hook_passthrough(d)) return 0;
+    static int once;
+    ao_warn_once(&once, "aoshim_keep(%p): not a buffer allocated through CUDA", p);
+    return AOSHIM_ENOTFOUND;
+}
 
 AOSHIM_API int aoshim_get_stats(aoshim_stats_t *out)
 {

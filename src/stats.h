@@ -14,7 +14,7 @@
     X(PEAK_DEVICE_BYTES, "peak device memory")                                                    \
     X(PEAK_WITHOUT_BYTES, "peak without offloading")                                              \
     X(TRACKED_BUFFERS, "buffers tracked")                                                         \
-    X(OFFLOADED_BYTES, "bytes offloaded")                                                         \
+    X(OFFLOADED_BYTES, "bytes offloaded (copied out and released)")                              \
     X(RELOADED_BYTES, "bytes reloaded")                                                           \
     X(OFFLOADED_BUFFERS, "buffers offloaded")                                                     \
     X(LAYERS_OFFLOADED, "layer offloads")                                                         \

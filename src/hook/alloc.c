@@ -47,7 +47,7 @@ void ao_hook_passed(CUdeviceptr p, size_t n)
 
 int ao_hook_free(CUdeviceptr p, CUstream stream, bool async)
 {
-    if (ao_in_hook || !p) return 0;
+    if (ao_in_hook || !p || ao_engine_off) return 0;
     if (ao_vmm_owns(p)) {
         ao_in_hook++;
         CUresult r = ao_engine_free(p, stream, async);
@@ -59,4 +59,9 @@ int ao_hook_free(CUdeviceptr p, CUstream stream, bool async)
     uint64_t n = ao_ptrmap_take(&passthrough, p);
     if (n) ao_stat_device(-(int64_t)n, 0, 0);
     return 0;
+}
+
+bool ao_hook_passthrough(CUdeviceptr p)
+{
+    return ao_ptrmap_get(&passthrough, p) != 0;
 }

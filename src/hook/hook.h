@@ -38,6 +38,9 @@ void ao_hook_passed(CUdeviceptr p, size_t n);
 // p is not aoshim's (the caller calls the real free).
 int ao_hook_free(CUdeviceptr p, CUstream stream, bool async);
 
+// Whether p is the start of a live allocation aoshim passed through.
+bool ao_hook_passthrough(CUdeviceptr p);
+
 // Substitute aoshim's wrapper for an entry point returned by the driver's
 // cuGetProcAddress or the runtime's cudaGetDriverEntryPoint, only for the
 // exact names and versions aoshim wraps. flags as given by the caller.

@@ -56,9 +56,13 @@ struct ao_chunk_s {
     ao_scope_t *scope;
     ao_buffer_t *buffers;
     unsigned nlive;    // buffers not freed
-    unsigned npending; // freed buffers whose release is still deferred
+    bool retiring;     // every buffer freed: released when its events complete
     ao_extents_t free; // unused space inside the chunk
     CUevent ev_copy;   // after the copies of a cancelled offload, still reading it
+    // Frees that the scope's own stream does not order (another stream's
+    // cudaFreeAsync, a cudaFree): their events, which any release waits for.
+    int nfree_ev;
+    CUevent free_ev[AO_MAX_FREE_EVENTS];
     struct ao_chunk_s *next;
 };
 
@@ -87,9 +91,10 @@ struct ao_scope_s {
     struct ao_scope_s *next;
 };
 
-// Memory released when its events complete: a freed buffer, or a host slot.
+// Memory released when its events complete: a chunk whose buffers are all
+// freed, or a host slot.
 typedef struct ao_deferred_s {
-    ao_buffer_t *buf; // NULL: only the host slot below
+    ao_chunk_t *chunk; // NULL: only the host slot below
     void *host;
     size_t host_size;
     int nev;
@@ -307,14 +312,20 @@ static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size)
     return c;
 }
 
-// A chunk with no buffer left goes away: unmapped, its range given back.
-static void chunk_maybe_free(ao_chunk_t *c)
+// A chunk with no buffer left, all of whose uses are complete, goes away:
+// unmapped, its host slots and address range given back.
+static void chunk_release(ao_chunk_t *c)
 {
-    if (c->nlive || c->npending) return;
+    for (ao_buffer_t *b = c->buffers, *n; b; b = n) {
+        n = b->next;
+        if (b->host) ao_host_free(b->host, b->size);
+        free(b);
+    }
     if (c->mapped) chunk_unmap(c);
     ao_va_free(c->base, c->size);
     ao_extents_clear(&c->free);
     event_put(c->ev_copy, false);
+    for (int i = 0; i < c->nfree_ev; i++) event_put(c->free_ev[i], false);
     ao_stat_device(0, 0, -(int64_t)c->size);
     for (ao_chunk_t **pp = &c->scope->chunks; *pp; pp = &(*pp)->next)
         if (*pp == c) {
@@ -324,19 +335,48 @@ static void chunk_maybe_free(ao_chunk_t *c)
     free(c);
 }
 
-// A buffer whose release is complete: its space goes back to its chunk.
-static void buffer_release(ao_buffer_t *b)
+static bool free_events_done(const ao_chunk_t *c)
 {
-    ao_chunk_t *c = b->chunk;
-    if (b->host) ao_host_free(b->host, b->size);
-    ao_extents_give(&c->free, b->addr, b->rsize);
-    for (ao_buffer_t **pp = &c->buffers; *pp; pp = &(*pp)->next)
-        if (*pp == b) {
-            *pp = b->next;
-            break;
+    for (int i = 0; i < c->nfree_ev; i++)
+        if (!done(c->free_ev[i])) return false;
+    return true;
+}
+
+static void defer(ao_deferred_t *d)
+{
+    d->next = E.deferred;
+    E.deferred = d;
+}
+
+// The last buffer of a chunk was freed. Its release waits for: the scope's
+// stream (which orders every free made on it), the frees it does not order,
+// and any copy still reading or writing the chunk.
+static void chunk_retire(ao_chunk_t *c)
+{
+    c->retiring = true;
+    bool copying = (c->ev_copy && !done(c->ev_copy)) || c->state == AO_OFFLOADING ||
+                   c->state == AO_RELOADING;
+    if (!c->mapped && !copying && free_events_done(c)) {
+        chunk_release(c); // offloaded: nothing on the device uses it
+        return;
+    }
+    ao_deferred_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        // No memory to defer: wait for the whole device. Rare enough that
+        // blocking this one caller is the honest fallback.
+        for (int i = 0; i < E.nstreams; i++) {
+            CUevent e = record(E.streams[i], false);
+            if (e) ao_real.cuEventSynchronize(e), event_put(e, false);
         }
-    free(b);
-    chunk_maybe_free(c);
+        ao_real.cuStreamSynchronize(E.d2h);
+        ao_real.cuStreamSynchronize(E.h2d);
+        chunk_release(c);
+        return;
+    }
+    d->chunk = c;
+    d->ev[d->nev++] = record(c->scope->stream, false);
+    if (copying) d->ev[d->nev++] = record(c->state == AO_RELOADING ? E.h2d : E.d2h, false);
+    defer(d);
 }
 
 // --- scopes -------------------------------------------------------------------------------
@@ -392,7 +432,7 @@ static void poll_locked(void)
 {
     for (ao_deferred_t **pp = &E.deferred; *pp;) {
         ao_deferred_t *d = *pp;
-        bool all = true;
+        bool all = !d->chunk || free_events_done(d->chunk);
         for (int i = 0; i < d->nev && all; i++) all = done(d->ev[i]);
         if (!all) {
             pp = &d->next;
@@ -400,12 +440,8 @@ static void poll_locked(void)
         }
         *pp = d->next;
         for (int i = 0; i < d->nev; i++) event_put(d->ev[i], false);
-        if (d->buf) {
-            d->buf->chunk->npending--;
-            buffer_release(d->buf);
-        } else {
-            ao_host_free(d->host, d->host_size);
-        }
+        if (d->chunk) chunk_release(d->chunk);
+        else ao_host_free(d->host, d->host_size);
         free(d);
     }
     for (int i = 0; i < E.nwaits;) {
@@ -435,7 +471,9 @@ static void poll_locked(void)
             cn = c->next;
             // Copied out and past its release point: give the memory back.
             // A freed buffer still pending keeps the chunk until it is done.
-            if (c->state == AO_OFFLOADING && s->state == AO_OFFLOADED && !c->npending) {
+            if (c->state == AO_OFFLOADING && s->state == AO_OFFLOADED && free_events_done(c)) {
+                for (ao_buffer_t *b = c->buffers; b; b = b->next)
+                    if (!b->freed) ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)b->size);
                 chunk_unmap(c);
                 c->state = AO_OFFLOADED;
             }
@@ -462,13 +500,15 @@ static bool wait_one_release(void)
         if (s->state == AO_OFFLOADING && s->release_recorded) scope = s;
     ao_deferred_t *oldest = NULL;
     for (ao_deferred_t *d = E.deferred; d; d = d->next)
-        if (d->buf && d->buf->chunk->nlive == 0 && d->buf->chunk->mapped) oldest = d;
+        if (d->chunk && d->chunk->mapped) oldest = d;
     if (scope) {
         ao_real.cuEventSynchronize(scope->ev_copied);
         ao_real.cuEventSynchronize(scope->ev_release);
     } else if (oldest) {
         for (int i = 0; i < oldest->nev; i++)
             if (oldest->ev[i]) ao_real.cuEventSynchronize(oldest->ev[i]);
+        for (int i = 0; i < oldest->chunk->nfree_ev; i++)
+            ao_real.cuEventSynchronize(oldest->chunk->free_ev[i]);
     } else {
         return false;
     }
@@ -479,9 +519,12 @@ static bool wait_one_release(void)
 // Wait for every release under way: only when device memory has run out.
 static void drain_locked(void)
 {
-    for (ao_deferred_t *d = E.deferred; d; d = d->next)
+    for (ao_deferred_t *d = E.deferred; d; d = d->next) {
         for (int i = 0; i < d->nev; i++)
             if (d->ev[i]) ao_real.cuEventSynchronize(d->ev[i]);
+        for (int i = 0; d->chunk && i < d->chunk->nfree_ev; i++)
+            ao_real.cuEventSynchronize(d->chunk->free_ev[i]);
+    }
     for (ao_scope_t *s = E.scopes; s; s = s->next)
         if (s->state == AO_OFFLOADING && s->release_recorded) {
             ao_real.cuEventSynchronize(s->ev_copied);
@@ -563,8 +606,7 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
     learn_push(&s->rec, size, 0);
     if (!ao_ptrmap_put(&buffers, b->addr, (uint64_t)(uintptr_t)b)) {
         b->freed = true; // unreachable by free: release it now
-        b->chunk->nlive--;
-        buffer_release(b);
+        if (--b->chunk->nlive == 0) chunk_retire(b->chunk);
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -576,6 +618,24 @@ out:
     return r;
 }
 
+// Record an event ordering a free the chunk's scope stream does not order.
+static void free_event(ao_chunk_t *c, CUstream s)
+{
+    for (int i = 0; i < c->nfree_ev;) // drop the completed ones first
+        if (done(c->free_ev[i])) event_put(c->free_ev[i], false), c->free_ev[i] = c->free_ev[--c->nfree_ev];
+        else i++;
+    if (c->nfree_ev == AO_MAX_FREE_EVENTS) { // full: wait for the oldest
+        ao_real.cuEventSynchronize(c->free_ev[0]);
+        event_put(c->free_ev[0], false);
+        c->free_ev[0] = c->free_ev[--c->nfree_ev];
+    }
+    CUevent e = record(s, false);
+    if (e) c->free_ev[c->nfree_ev++] = e;
+}
+
+// A free costs no driver call in the common case (a stream-ordered free on
+// the layer's own stream): the buffer is marked, and the chunk is released
+// once its last buffer is freed and its stream has passed that point.
 CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
 {
     pthread_mutex_lock(&E.mu);
@@ -590,45 +650,19 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
     c->nlive--;
     // The allocation record learns which buffers are temporaries.
     if (s == E.open && b->seq < s->rec.n) s->rec.flags[b->seq] |= LEARN_TEMP;
-    if (!c->mapped) { // offloaded: no device memory, no copy in flight
-        buffer_release(b);
-        pthread_mutex_unlock(&E.mu);
-        return CUDA_SUCCESS;
-    }
-    ao_deferred_t *d = calloc(1, sizeof *d);
-    if (!d) {
-        // No memory to defer: release after everything on the device is done.
-        // Rare enough that blocking this one caller is the honest fallback.
-        for (int i = 0; i < E.nstreams; i++) {
-            CUevent e = record(E.streams[i], false);
-            if (e) ao_real.cuEventSynchronize(e), event_put(e, false);
-        }
-        buffer_release(b);
-        pthread_mutex_unlock(&E.mu);
-        return CUDA_SUCCESS;
-    }
-    d->buf = b;
-    // The release must follow every use: on the freeing stream for a
-    // stream-ordered free; on every stream aoshim knows for cudaFree.
-    if (async) {
+    if (c->state == AO_OFFLOADING) ao_stat_add(AO_STAT_COPIES_SKIPPED, 1);
+    if (!c->mapped) {
+        // Offloaded: no device memory; its copy out has completed.
+        if (b->host) ao_host_free(b->host, b->size);
+        b->host = NULL;
+    } else if (!async) {
+        // cudaFree: after all work on every stream aoshim knows.
+        for (int i = 0; i < E.nstreams; i++) free_event(c, E.streams[i]);
+    } else if (stream != s->stream) {
         note_stream_locked(stream);
-        d->ev[d->nev++] = record(stream, false);
-    } else {
-        for (int i = 0; i < E.nstreams; i++) d->ev[d->nev++] = record(E.streams[i], false);
+        free_event(c, stream);
     }
-    // A copy in flight reads or writes this buffer.
-    if (c->ev_copy && !done(c->ev_copy)) {
-        d->ev[d->nev++] = record(E.d2h, false); // a cancelled offload's copy
-    } else if (c->state == AO_OFFLOADING) {
-        d->ev[d->nev++] = record(E.d2h, false);
-        ao_stat_add(AO_STAT_COPIES_SKIPPED, 1);
-    } else if (c->state == AO_RELOADING) {
-        d->ev[d->nev++] = record(E.h2d, false);
-    }
-    c->npending++;
-    d->next = E.deferred;
-    E.deferred = d;
-    poll_locked();
+    if (c->nlive == 0) chunk_retire(c);
     pthread_mutex_unlock(&E.mu);
     return CUDA_SUCCESS;
 }
@@ -737,7 +771,6 @@ static void offload(ao_scope_t *s)
     if (!bytes) return;
     event_put(s->ev_copied, true);
     s->ev_copied = record(E.d2h, true);
-    ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)bytes);
     ao_stat_add(AO_STAT_LAYERS_OFFLOADED, 1);
     s->state = AO_OFFLOADING;
 }
@@ -1057,6 +1090,11 @@ int ao_engine_keep(CUdeviceptr p)
     if (!ao_vmm_owns(p)) return 0; // not tracked: it is never offloaded anyway
     pthread_mutex_lock(&E.mu);
     ao_buffer_t *b = (ao_buffer_t *)(uintptr_t)ao_ptrmap_get(&buffers, p);
+    for (ao_scope_t *s = E.scopes; s && !b; s = s->next) // an interior pointer: search
+        for (ao_chunk_t *c = s->chunks; c && !b; c = c->next)
+            if (p - c->base < c->size)
+                for (ao_buffer_t *x = c->buffers; x && !b; x = x->next)
+                    if (!x->freed && p - x->addr < x->size) b = x;
     int rc = 0;
     if (!b) rc = AOSHIM_ENOTFOUND;
     else {
@@ -1064,7 +1102,7 @@ int ao_engine_keep(CUdeviceptr p)
         if (b->chunk->state == AO_OFFLOADED || b->chunk->state == AO_OFFLOADING) rc = AOSHIM_ESTATE;
     }
     pthread_mutex_unlock(&E.mu);
-    if (rc == AOSHIM_ENOTFOUND) WARN_ONCE("aoshim_keep(%p): no buffer starts there", (void *)p);
+    if (rc == AOSHIM_ENOTFOUND) WARN_ONCE("aoshim_keep(%p): no live buffer there", (void *)p);
     if (rc == AOSHIM_ESTATE)
         WARN_ONCE("aoshim_keep(%p): the buffer is already offloaded; it comes back at its backward",
                   (void *)p);

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: MIT
+// Helpers for the end-to-end tests: run a program as a child, with or
+// without libaoshim.so preloaded, on the simulated GPU, and read back what
+// it, the simulator and aoshim printed.
+#ifndef E2E_RUN_H
+#define E2E_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct e2e_result_s {
+    int status;      // exit status, or 128 + signal
+    char *out, *err; // everything the child wrote (NUL-terminated, heap)
+    // From the last "train_step status=..." line (zeros when absent).
+    bool have_line;
+    char ts_status[16], checksum[40];
+    uint64_t peak, act_per_layer, formula, static_bytes, temp_peak, step_ns, races;
+} e2e_result_t;
+
+// Run argv[0] (a path) with argv. preload: LD_PRELOAD=$AO_TEST_SHIM. env:
+// NULL-terminated "NAME=VALUE" list applied after the harness defaults
+// (LD_LIBRARY_PATH=$SIM_DIR, SIM_QUIET=1, every other AOSHIM_*/SIM_* removed
+// so that the caller's environment cannot change a figure); "NAME" alone
+// unsets NAME.
+void e2e_run(e2e_result_t *r, bool preload, const char *const *env, const char *const *argv);
+// train_step with the given argument string (split on spaces).
+void e2e_train(e2e_result_t *r, bool preload, const char *const *env, const char *args);
+void e2e_free(e2e_result_t *r);
+
+// A "key=value" number from the line of stderr that starts with prefix
+// (e.g. "simgpu: "); false if absent.
+bool e2e_kv(const char *text, const char *prefix, const char *key, uint64_t *out);
+// The value of an aoshim summary row ("aoshim: <label>   <value>"): a pointer
+// into text just past the label's padding, or NULL.
+const char *e2e_summary(const char *text, const char *label);
+// "12.5 MiB" (summary format) in bytes.
+double e2e_bytes(const char *s);
+// Path from the harness environment; the test fails if it is not set.
+const char *e2e_path(const char *var);
+
+#endif // E2E_RUN_H

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+// Every allocation entry point aoshim hooks tracks an allocation made inside
+// a layer, and the memory it hands out holds the bytes written to it.
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static const char *const paths[] = {
+    "cudaMalloc",
+    "cudaMallocAsync",
+    "cuMemAlloc_v2",
+    "cuMemAllocAsync",
+    "cuGetProcAddress_v2:cuMemAlloc",
+    "cuGetProcAddress_v2:cuMemAllocAsync",
+    "cuGetProcAddress_v2:cuMemAllocAsync_ptsz",
+    "cuGetProcAddress_v1:cuMemAlloc",
+    "cudaGetDriverEntryPointByVersion:cuMemAlloc",
+    "cudaGetDriverEntryPoint:cuMemAllocAsync",
+};
+
+// Run the program (with the shim preloaded or not); its stdout in out.
+static void run(bool preload, char *out, size_t len)
+{
+    const char *prog = getenv("AO_TEST_ENTRY_POINTS"), *shim = getenv("AO_TEST_SHIM");
+    cr_assert(prog && shim, "harness variables not set");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "env %s%s AOSHIM_QUIET=1 SIM_QUIET=1 %s",
+             preload ? "LD_PRELOAD=" : "", preload ? shim : "", prog);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d:\n%s", st, out);
+}
+
+Test(entry_points, every_path_is_tracked_with_the_shim)
+{
+    char out[8192], want[256];
+    run(true, out, sizeof out);
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        snprintf(want, sizeof want, "path=%s rc=0 tracked=1 bytes_ok=1\n", paths[i]);
+        cr_expect(strstr(out, want) != NULL, "missing \"%s\" in:\n%s", want, out);
+    }
+    cr_expect(strstr(out, "path=outside_layer rc=0 tracked=0 bytes_ok=1\n") != NULL, "%s", out);
+}
+
+Test(entry_points, nothing_is_tracked_without_the_shim)
+{
+    char out[8192], want[256];
+    run(false, out, sizeof out);
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        snprintf(want, sizeof want, "path=%s rc=0 tracked=0 bytes_ok=1\n", paths[i]);
+        cr_expect(strstr(out, want) != NULL, "missing \"%s\" in:\n%s", want, out);
+    }
+}
+
+// libaoshim.so resolves CUDA at run time: no NEEDED entry for either library,
+// and it exports only the entry points it interposes and the aoshim_ API.
+Test(libaoshim, links_no_cuda_library_and_exports_only_its_api)
+{
+    const char *shim = getenv("AO_TEST_SHIM");
+    cr_assert(shim);
+    char cmd[1024], line[512];
+    snprintf(cmd, sizeof cmd, "readelf -dW %s", shim);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f);
+    int needed = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, "(NEEDED)")) continue;
+        needed++;
+        cr_expect(strstr(line, "libcuda") == NULL && strstr(line, "libcudart") == NULL, "%s", line);
+    }
+    cr_assert_eq(pclose(f), 0);
+    cr_assert_gt(needed, 0, "readelf printed no NEEDED entries at all");
+    snprintf(cmd, sizeof cmd, "nm -D --defined-only %s", shim);
+    f = popen(cmd, "r");
+    cr_assert(f);
+    int exported = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *name = strrchr(line, ' ');
+        cr_assert(name);
+        name++;
+        exported++;
+        cr_expect(strncmp(name, "aoshim_", 7) == 0 || strncmp(name, "cuda", 4) == 0 ||
+                      strncmp(name, "cu", 2) == 0,
+                  "unexpected export %s", name);
+    }
+    cr_assert_eq(pclose(f), 0);
+    cr_assert_gt(exported, 20);
+}
