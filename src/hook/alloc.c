@@ -2,13 +2,14 @@
 // The allocation path behind every allocation hook, runtime or driver.
 #include <stdint.h>
 
+#include "config.h"
 #include "hook.h"
 #include "mem/ptrmap.h"
 #include "mem/vmm.h"
 #include "offload/engine.h"
 #include "stats.h"
 
-_Thread_local int ao_in_hook;
+AO_TLS int ao_in_hook;
 static ao_ptrmap_t passthrough = AO_PTRMAP_INIT; // pointer -> size
 bool ao_cuda_touched;
 
@@ -17,8 +18,9 @@ bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async)
     if (ao_in_hook || ao_engine_off || !out) return false;
     if (!ao_cuda_touched) ao_cuda_touched = true; // written once: no shared-line traffic after
     if (async) ao_engine_note_stream(stream);
-    if (!ao_engine_wants(n)) {
-        if (n && ao_engine_in_scope()) ao_stat_add(AO_STAT_KEPT_SMALL, 1);
+    if (!ao_engine_in_scope()) return false;
+    if (n < ao_config.min_bytes || !n) {
+        ao_stat_add(AO_STAT_KEPT_SMALL, 1);
         return false;
     }
     ao_in_hook++;

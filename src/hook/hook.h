@@ -8,11 +8,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "log.h"
+
 #define AO_EXPORT __attribute__((visibility("default")))
 
 // Re-entry guard: aoshim's own calls into CUDA, and a runtime calling the
 // driver through entry points aoshim handed out, pass straight through.
-extern _Thread_local int ao_in_hook;
+extern AO_TLS int ao_in_hook;
 #define AO_REAL_CALL(expr)                                                                         \
     ({                                                                                             \
         ao_in_hook++;                                                                              \

@@ -1,11 +1,23 @@
 // SPDX-License-Identifier: MIT
 #include "ptrmap.h"
 
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #define EMPTY 0ull
 #define GONE 1ull // tombstone; device pointers are never 0 or 1
+
+static void lock(ao_ptrmap_t *m)
+{
+    while (__atomic_exchange_n(&m->lock, 1, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&m->lock, __ATOMIC_RELAXED)) sched_yield();
+}
+
+static void unlock(ao_ptrmap_t *m)
+{
+    __atomic_store_n(&m->lock, 0, __ATOMIC_RELEASE);
+}
 
 static size_t hash(uint64_t k)
 {
@@ -43,37 +55,39 @@ static size_t find(const ao_ptrmap_t *m, uint64_t key)
 
 bool ao_ptrmap_put(ao_ptrmap_t *m, uint64_t key, uint64_t value)
 {
-    pthread_mutex_lock(&m->mu);
+    lock(m);
     bool ok = true;
     if ((m->used + 1) * 4 >= m->cap * 3)
         ok = rehash(m, !m->cap ? 1024 : m->live * 2 >= m->cap ? m->cap * 2 : m->cap);
     if (ok) {
-        size_t j = find(m, key);
-        if (j == SIZE_MAX) {
-            // A new key goes in the first tombstone or empty slot of its chain.
-            j = hash(key) & (m->cap - 1);
-            while (m->tab[j].key > GONE) j = (j + 1) & (m->cap - 1);
-            if (m->tab[j].key == EMPTY) m->used++;
+        // One probe: stop at the key or an empty slot; a new key goes in the
+        // first tombstone passed on the way, else in the empty slot.
+        size_t mask = m->cap - 1, j = hash(key) & mask, tomb = SIZE_MAX;
+        for (; m->tab[j].key != EMPTY && m->tab[j].key != key; j = (j + 1) & mask)
+            if (m->tab[j].key == GONE && tomb == SIZE_MAX) tomb = j;
+        if (m->tab[j].key != key) {
             m->live++;
+            if (tomb != SIZE_MAX) j = tomb;
+            else m->used++;
         }
         m->tab[j] = (ao_ptrmap_slot_t){key, value};
     }
-    pthread_mutex_unlock(&m->mu);
+    unlock(m);
     return ok;
 }
 
 uint64_t ao_ptrmap_get(ao_ptrmap_t *m, uint64_t key)
 {
-    pthread_mutex_lock(&m->mu);
+    lock(m);
     size_t j = find(m, key);
     uint64_t v = j == SIZE_MAX ? 0 : m->tab[j].value;
-    pthread_mutex_unlock(&m->mu);
+    unlock(m);
     return v;
 }
 
 uint64_t ao_ptrmap_take(ao_ptrmap_t *m, uint64_t key)
 {
-    pthread_mutex_lock(&m->mu);
+    lock(m);
     size_t j = find(m, key);
     uint64_t v = 0;
     if (j != SIZE_MAX) {
@@ -81,23 +95,23 @@ uint64_t ao_ptrmap_take(ao_ptrmap_t *m, uint64_t key)
         m->tab[j].key = GONE;
         m->live--;
     }
-    pthread_mutex_unlock(&m->mu);
+    unlock(m);
     return v;
 }
 
 size_t ao_ptrmap_count(ao_ptrmap_t *m)
 {
-    pthread_mutex_lock(&m->mu);
+    lock(m);
     size_t n = m->live;
-    pthread_mutex_unlock(&m->mu);
+    unlock(m);
     return n;
 }
 
 void ao_ptrmap_clear(ao_ptrmap_t *m)
 {
-    pthread_mutex_lock(&m->mu);
+    lock(m);
     free(m->tab);
     m->tab = NULL;
     m->cap = m->used = m->live = 0;
-    pthread_mutex_unlock(&m->mu);
+    unlock(m);
 }

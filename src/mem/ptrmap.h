@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 // Address -> value maps: device pointers aoshim passed through (value: size)
 // and tracked buffers (value: the buffer). Open addressing, linear probing,
-// one mutex per map: allocation calls are not the launch hot path, and the
-// real allocator behind them takes its own locks.
+// one spinlock per map: every pass-through allocation and free takes it, the
+// critical section is a few dozen instructions (a rehash is rare), and an
+// uncontended pthread mutex costs more than the section itself.
 #ifndef AO_PTRMAP_H
 #define AO_PTRMAP_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,12 +16,12 @@ typedef struct ao_ptrmap_slot_s {
 } ao_ptrmap_slot_t;
 
 typedef struct ao_ptrmap_s {
-    pthread_mutex_t mu;
+    int lock;
     ao_ptrmap_slot_t *tab;
     size_t cap, used, live; // used counts tombstones too
 } ao_ptrmap_t;
 
-#define AO_PTRMAP_INIT {.mu = PTHREAD_MUTEX_INITIALIZER}
+#define AO_PTRMAP_INIT {.lock = 0}
 
 // Record key -> value (key > 1). Returns false if the table cannot grow.
 bool ao_ptrmap_put(ao_ptrmap_t *m, uint64_t key, uint64_t value);

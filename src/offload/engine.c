@@ -130,8 +130,9 @@ static ao_ptrmap_t buffers = AO_PTRMAP_INIT; // address -> ao_buffer_t *
 
 bool ao_engine_off;
 const char *ao_engine_declined;
-static _Thread_local CUstream tls_stream;
-static _Thread_local bool tls_stream_set;
+AO_TLS CUstream ao_tls_stream;
+AO_TLS bool ao_tls_stream_set;
+void *ao_engine_open_scope; // E.open, for the lock-free check
 
 #define WARN_ONCE(...)                                                                             \
     do {                                                                                           \
@@ -188,7 +189,7 @@ static uint64_t elapsed_ns(CUevent a, CUevent b)
 // --- streams ----------------------------------------------------------------------------
 static CUstream current_stream(void)
 {
-    return tls_stream_set ? tls_stream : CU_STREAM_LEGACY;
+    return ao_tls_stream_set ? ao_tls_stream : CU_STREAM_LEGACY;
 }
 
 static void note_stream_locked(CUstream s)
@@ -201,11 +202,10 @@ static void note_stream_locked(CUstream s)
                   AO_MAX_STREAMS, AO_MAX_STREAMS);
 }
 
-void ao_engine_note_stream(CUstream s)
+void ao_engine_note_stream_slow(CUstream s)
 {
-    if (tls_stream_set && tls_stream == s) return; // the hot path: same stream again
-    tls_stream = s;
-    tls_stream_set = true;
+    ao_tls_stream = s;
+    ao_tls_stream_set = true;
     pthread_mutex_lock(&E.mu);
     note_stream_locked(s);
     pthread_mutex_unlock(&E.mu);
@@ -213,7 +213,7 @@ void ao_engine_note_stream(CUstream s)
 
 void ao_engine_forget_stream(CUstream s)
 {
-    if (tls_stream_set && tls_stream == s) tls_stream_set = false;
+    if (ao_tls_stream_set && ao_tls_stream == s) ao_tls_stream_set = false;
     pthread_mutex_lock(&E.mu);
     for (int i = 0; i < E.nstreams; i++)
         if (E.streams[i] == s) E.streams[i] = E.streams[--E.nstreams];
@@ -534,17 +534,6 @@ static void drain_locked(void)
 }
 
 // --- allocation -----------------------------------------------------------------------------
-bool ao_engine_wants(size_t size)
-{
-    return !ao_engine_off && __atomic_load_n(&E.open, __ATOMIC_ACQUIRE) != NULL && size > 0 &&
-           size >= ao_config.min_bytes;
-}
-
-bool ao_engine_in_scope(void)
-{
-    return __atomic_load_n(&E.open, __ATOMIC_ACQUIRE) != NULL;
-}
-
 static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize)
 {
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
@@ -920,7 +909,8 @@ int ao_engine_layer_begin(int layer)
     // the allocations (sizes differ) is simply not used.
     if (E.learned[layer].n) s->plan = &E.learned[layer];
     else if (layer > 0 && E.learned[layer - 1].n) s->plan = &E.learned[layer - 1];
-    __atomic_store_n(&E.open, s, __ATOMIC_RELEASE);
+    E.open = s;
+    __atomic_store_n(&ao_engine_open_scope, s, __ATOMIC_RELEASE);
     return leave(0);
 }
 
@@ -943,7 +933,8 @@ int ao_engine_layer_end(int layer)
         WARN_ONCE("aoshim_layer_end(%d) while layer %d is open", layer, s->layer);
         return leave(AOSHIM_ESTATE);
     }
-    __atomic_store_n(&E.open, NULL, __ATOMIC_RELEASE);
+    E.open = NULL;
+    __atomic_store_n(&ao_engine_open_scope, NULL, __ATOMIC_RELEASE);
     s->ended = true;
     // Learn the layer for the next step: which allocations were temporaries
     // or kept, and how much it saves.
@@ -1045,7 +1036,8 @@ int ao_engine_step_end(void)
     if (rc) return rc;
     if (E.open) {
         WARN_ONCE("aoshim_step_end() while layer %d is open", E.open->layer);
-        __atomic_store_n(&E.open, NULL, __ATOMIC_RELEASE);
+        E.open = NULL;
+    __atomic_store_n(&ao_engine_open_scope, NULL, __ATOMIC_RELEASE);
     }
     if (E.max_fwd_layer + 1 > E.nlayers) E.nlayers = E.max_fwd_layer + 1;
     for (int i = 0; i < AO_MAX_MB; i++) {

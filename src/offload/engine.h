@@ -22,6 +22,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "log.h"
+
 typedef enum ao_state_e {
     AO_RESIDENT,
     AO_OFFLOADING,
@@ -29,11 +31,14 @@ typedef enum ao_state_e {
     AO_RELOADING,
 } ao_state_t;
 
-// Fast check for the allocation hooks (no lock): is a forward scope open,
-// and is size big enough to track?
-bool ao_engine_wants(size_t size);
-// Is a forward scope open (for counting buffers too small to track)?
-bool ao_engine_in_scope(void);
+// The forward scope allocations go to, NULL outside one: read without a lock
+// on every allocation (a stale answer only means one buffer is or is not
+// tracked, which the engine re-checks under its lock).
+extern void *ao_engine_open_scope;
+static inline bool ao_engine_in_scope(void)
+{
+    return __atomic_load_n(&ao_engine_open_scope, __ATOMIC_ACQUIRE) != NULL;
+}
 // A tracked allocation in the open scope. CUDA_SUCCESS and *out;
 // CUDA_ERROR_OUT_OF_MEMORY; or CUDA_ERROR_NOT_SUPPORTED when aoshim cannot
 // track it (no VMM, scope closed meanwhile): the caller passes it through.
@@ -44,8 +49,15 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async);
 // Give pooled device memory back after a failed real allocation; true if
 // anything was given back (the caller retries once).
 bool ao_engine_trim(void);
-// The calling thread used this stream (launch, async allocation).
-void ao_engine_note_stream(CUstream s);
+// The calling thread used this stream (launch, async allocation): one
+// thread-local compare on the hot path, the lock only when it changes.
+extern AO_TLS CUstream ao_tls_stream;
+extern AO_TLS bool ao_tls_stream_set;
+void ao_engine_note_stream_slow(CUstream s);
+static inline void ao_engine_note_stream(CUstream s)
+{
+    if (!ao_tls_stream_set || ao_tls_stream != s) ao_engine_note_stream_slow(s);
+}
 // The program destroyed this stream: never record on it again.
 void ao_engine_forget_stream(CUstream s);
 

@@ -11,6 +11,9 @@
 //   shim_*_ns         the same call under the shim
 //   shim_*_extra_ns   shim - sim (what aoshim adds), and *_ratio = shim/sim
 //   disabled_*        the same under AOSHIM_ENABLE=0
+//   inproc_*_extra_ns the shim's cost measured inside one process: hooked
+//                     and direct calls in alternating batches (the precise
+//                     figure; the cross-process ones carry ~100 ns of noise)
 // for: launch (cudaLaunchKernel of a 16-pointer kernel outside any layer),
 // passthrough_alloc (cudaMallocAsync + cudaFreeAsync of 64 KiB outside any
 // layer) and tracked_alloc (cudaMallocAsync + cudaFreeAsync of 4 MiB inside a
@@ -20,6 +23,7 @@
 // The shim: $AO_BENCH_SHIM, else argv[1], else ../../src/libaoshim.so next
 // to this executable (build-*/tests/bench -> build-*/src).
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -50,6 +54,12 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -78,6 +88,53 @@ static void empty_fn(void **args, const sim_launch_t *l)
 {
     (void)args;
     (void)l;
+}
+
+// Under the shim: the same calls made through the shim and straight to the
+// runtime (found by handle, past the interposer), in alternating batches in
+// one process, so that both see the same caches and the same simulator
+// state: the difference of the medians is what the shim adds, without the
+// run-to-run noise of comparing processes.
+static void inproc(cudaStream_t s, void **params, const void *kernel)
+{
+    void *h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+    if (!h || !aoshim_loaded()) return;
+    cudaError_t (*launch)(const void *, dim3, dim3, void **, size_t, cudaStream_t) =
+        (cudaError_t(*)(const void *, dim3, dim3, void **, size_t, cudaStream_t))dlsym(h, "cudaLaunchKernel");
+    cudaError_t (*malloc_async)(void **, size_t, cudaStream_t) =
+        (cudaError_t(*)(void **, size_t, cudaStream_t))dlsym(h, "cudaMallocAsync");
+    cudaError_t (*free_async)(void *, cudaStream_t) =
+        (cudaError_t(*)(void *, cudaStream_t))dlsym(h, "cudaFreeAsync");
+    if (!launch || !malloc_async || !free_async) return;
+    static uint64_t hook[BATCHES], real[BATCHES];
+    const dim3 one = {1, 1, 1};
+    for (int b = 0; b < BATCHES; b++) {
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < BATCH; i++) check(cudaLaunchKernel(kernel, one, one, params, 0, s), "launch");
+        uint64_t t1 = now_ns();
+        for (int i = 0; i < BATCH; i++) check(launch(kernel, one, one, params, 0, s), "real launch");
+        uint64_t t2 = now_ns();
+        hook[b] = (t1 - t0) / BATCH;
+        real[b] = (t2 - t1) / BATCH;
+    }
+    printf("inproc_launch_extra=%lld\n", (long long)median(hook) - (long long)median(real));
+    void *p;
+    for (int b = 0; b < BATCHES; b++) {
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < BATCH; i++) {
+            check(cudaMallocAsync(&p, SMALL_BYTES, s), "cudaMallocAsync");
+            check(cudaFreeAsync(p, s), "cudaFreeAsync");
+        }
+        uint64_t t1 = now_ns();
+        for (int i = 0; i < BATCH; i++) {
+            check(malloc_async(&p, SMALL_BYTES, s), "real cudaMallocAsync");
+            check(free_async(p, s), "real cudaFreeAsync");
+        }
+        uint64_t t2 = now_ns();
+        hook[b] = (t1 - t0) / BATCH;
+        real[b] = (t2 - t1) / BATCH;
+    }
+    printf("inproc_passthrough_alloc_extra=%lld\n", (long long)median(hook) - (long long)median(real));
 }
 
 // --- the measuring child -------------------------------------------------------------------
@@ -131,30 +188,35 @@ static int child(void)
     }
     printf("passthrough_alloc=%llu\n", (unsigned long long)median(t));
 
-    // Inside a layer: under the shim each allocation is a tracked buffer
-    // (VMM range from aoshim's pools, a deferred stream-ordered release).
-    int rc = aoshim_try_layer_begin(0);
-    if (rc != AOSHIM_OK && rc != AOSHIM_ENOTLOADED && rc != AOSHIM_EDISABLED) {
-        fprintf(stderr, "bench_shim: aoshim_layer_begin: %d\n", rc);
-        return 1;
-    }
-    for (int i = 0; i < 100; i++) {
-        check(cudaMallocAsync(&p, TRACKED_BYTES, s), "cudaMallocAsync(warm-up)");
-        check(cudaFreeAsync(p, s), "cudaFreeAsync(warm-up)");
-    }
-    for (int b = 0; b < BATCHES; b++) {
+    // Training steps of one layer saving PER_LAYER buffers: under the shim
+    // each is a tracked buffer (sub-allocated in the layer's chunk, released
+    // with it after its backward). The layer is the last one, so nothing is
+    // copied: this is the cost of tracking. Per allocation+free, control
+    // calls included; the first steps (which size the layer's chunk) are
+    // warm-up.
+    enum { PER_LAYER = 16 };
+    void *saved[PER_LAYER];
+    int rc = 0;
+    for (int b = -4; b < BATCHES; b++) {
         uint64_t t0 = now_ns();
-        for (int i = 0; i < BATCH; i++) {
-            check(cudaMallocAsync(&p, TRACKED_BYTES, s), "cudaMallocAsync(tracked)");
-            check(cudaFreeAsync(p, s), "cudaFreeAsync(tracked)");
+        for (int step = 0; step < BATCH / PER_LAYER; step++) {
+            rc |= aoshim_try_layer_begin(0) & ~AOSHIM_ENOTLOADED & ~AOSHIM_EDISABLED;
+            for (int i = 0; i < PER_LAYER; i++)
+                check(cudaMallocAsync(&saved[i], TRACKED_BYTES, s), "cudaMallocAsync(tracked)");
+            aoshim_try_layer_end(0);
+            aoshim_try_backward_begin(0);
+            for (int i = 0; i < PER_LAYER; i++) check(cudaFreeAsync(saved[i], s), "cudaFreeAsync(tracked)");
+            aoshim_try_backward_end(0);
+            aoshim_try_step_end();
         }
-        t[b] = (now_ns() - t0) / BATCH;
+        if (b >= 0) t[b] = (now_ns() - t0) / (BATCH / PER_LAYER * PER_LAYER);
     }
-    aoshim_try_layer_end(0);
+    (void)rc;
     printf("tracked_alloc=%llu\n", (unsigned long long)median(t));
     aoshim_stats_t st = {.size = sizeof st};
     printf("tracked_buffers=%llu\n",
            aoshim_try_get_stats(&st) == 0 ? (unsigned long long)st.tracked_buffers : 0ull);
+    inproc(s, params, (const void *)bench16);
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     fflush(stdout);
     return 0;
@@ -163,6 +225,8 @@ static int child(void)
 // --- the parent ------------------------------------------------------------------------------
 typedef struct figures_s {
     unsigned long long launch, passthrough_alloc, tracked_alloc, tracked_buffers;
+    long long inproc_launch, inproc_alloc; // in-process A/B under the shim
+    bool have_inproc;
 } figures_t;
 
 static int run_child(const char *self, const char *shim, bool enable, figures_t *f)
@@ -210,6 +274,12 @@ static int run_child(const char *self, const char *shim, bool enable, figures_t 
     if ((p = strstr(out, "passthrough_alloc="))) f->passthrough_alloc = strtoull(p + 18, NULL, 10);
     if ((p = strstr(out, "tracked_alloc="))) f->tracked_alloc = strtoull(p + 14, NULL, 10);
     if ((p = strstr(out, "tracked_buffers="))) f->tracked_buffers = strtoull(p + 16, NULL, 10);
+    if ((p = strstr(out, "inproc_launch_extra="))) {
+        f->inproc_launch = strtoll(p + 20, NULL, 10);
+        f->have_inproc = true;
+    }
+    if ((p = strstr(out, "inproc_passthrough_alloc_extra=")))
+        f->inproc_alloc = strtoll(p + 31, NULL, 10);
     return 0;
 }
 
@@ -249,8 +319,11 @@ int main(int argc, char **argv)
     memset(&sim, 0xff, sizeof sim);
     memset(&with, 0xff, sizeof with);
     memset(&off, 0xff, sizeof off);
+    long long in_launch[ROUNDS], in_alloc[ROUNDS];
+    int nin = 0;
     for (int r = 0; r < ROUNDS; r++) {
         figures_t f[3];
+        memset(f, 0, sizeof f);
         if (run_child(self, NULL, true, &f[0]) || run_child(self, shim, true, &f[1]) ||
             run_child(self, shim, false, &f[2]))
             return 1;
@@ -264,6 +337,10 @@ int main(int argc, char **argv)
 #undef MIN_
             acc[i]->tracked_buffers = f[i].tracked_buffers;
         }
+        if (f[1].have_inproc) {
+            in_launch[nin] = f[1].inproc_launch;
+            in_alloc[nin++] = f[1].inproc_alloc;
+        }
     }
     printf("sim_launch_ns=%llu\n", sim.launch);
     printf("sim_passthrough_alloc_ns=%llu\n", sim.passthrough_alloc);
@@ -275,6 +352,14 @@ int main(int argc, char **argv)
     line("launch", sim.launch, off.launch, "disabled");
     line("passthrough_alloc", sim.passthrough_alloc, off.passthrough_alloc, "disabled");
     line("tracked_alloc", sim.tracked_alloc, off.tracked_alloc, "disabled");
+    if (nin) {
+        // The in-process A/B figures, median over the rounds: the precise ones.
+        qsort(in_launch, (size_t)nin, sizeof *in_launch, cmp_i64);
+        qsort(in_alloc, (size_t)nin, sizeof *in_alloc, cmp_i64);
+        printf("inproc_launch_extra_ns=%lld\n", in_launch[nin / 2]);
+        printf("inproc_passthrough_alloc_extra_ns=%lld\n", in_alloc[nin / 2]);
+        printf("inproc_passthrough_per_call_extra_ns=%lld\n", in_alloc[nin / 2] / 2);
+    }
     printf("target_passthrough_extra_ns=50\ntarget_tracked_extra_ns=1000\n");
     return 0;
 }
