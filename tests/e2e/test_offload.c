@@ -81,6 +81,12 @@ static void same_bits(const char *args, const char *const *aoenv)
     cr_assert_str_eq(with.checksum, base.checksum, "gradients differ under aoshim (%s)", args);
     double off = offloaded_bytes(&with);
     cr_assert_gt(off, 0, "aoshim offloaded nothing: the comparison proves nothing");
+    // Nothing lost on the way: train_step frees no offloaded buffer before
+    // its backward, so every byte released to the host comes back.
+    const char *row = e2e_summary(with.err, "offloaded / reloaded");
+    const char *slash = row ? strstr(row, " / ") : NULL;
+    cr_assert(slash);
+    cr_assert_eq(e2e_bytes(slash + 3), off, "offloaded and reloaded differ: %.40s", row);
     e2e_free(&base);
     e2e_free(&with);
 }
@@ -398,6 +404,76 @@ Test(e2e, passthrough_layers_none, .timeout = 60)
     cr_expect_eq(off, 0, "AOSHIM_OFFLOAD_LAYERS=none offloaded %.0f bytes", off);
     e2e_free(&base);
     e2e_free(&none);
+}
+
+// --- when pinned memory runs out ------------------------------------------------------------
+// A small AOSHIM_HOST_LIMIT: layers that find no pinned memory stay on the
+// device, counted and warned about once; the results are unchanged.
+static size_t count(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+Test(e2e, host_limit_keeps_layers_resident, .timeout = 60)
+{
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, DATA);
+    expect_ok("without aoshim", &base);
+    e2e_train(&with, true, ENV("AOSHIM_HOST_LIMIT=6M"), DATA);
+    expect_ok("AOSHIM_HOST_LIMIT=6M", &with);
+    cr_expect_str_eq(with.checksum, base.checksum);
+    cr_expect_eq(count(with.err, "aoshim: warning: AOSHIM_HOST_LIMIT reached"), 1, "%s", with.err);
+    const char *kept = e2e_summary(with.err, "kept resident");
+    cr_assert(kept);
+    const char *h = strstr(kept, "host limit ");
+    cr_assert(h);
+    cr_expect_gt(strtoull(h + 11, NULL, 10), 0, "no buffer counted as kept for the host limit");
+    const char *pool = e2e_summary(with.err, "pinned host pool");
+    cr_assert(pool);
+    cr_expect_leq(e2e_bytes(pool), 6.0 * 1048576, "pinned pool %.20s over the limit", pool);
+    e2e_free(&base);
+    e2e_free(&with);
+}
+
+// --- PyTorch's allocator ----------------------------------------------------------------------
+// Unset, aoshim selects the cudaMallocAsync backend for the process (a shell
+// run under the shim sees it); with caching disabled it leaves it alone.
+static void env_seen(const char *const *env, const char *want)
+{
+    e2e_result_t r;
+    e2e_run(&r, true, env,
+            (const char *const[]){"/bin/sh", "-c", "printf %s \"$PYTORCH_CUDA_ALLOC_CONF\"", NULL});
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.out, want);
+    e2e_free(&r);
+}
+
+Test(e2e, pytorch_allocator_selected_when_unset)
+{
+    env_seen(ENV("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING"),
+             "backend:cudaMallocAsync");
+    env_seen(ENV("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING=1"), "");
+    env_seen(ENV("PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,release_threshold:0"),
+             "backend:cudaMallocAsync,release_threshold:0");
+}
+
+// A configuration that hides tensors in cached segments: aoshim says once
+// that it will not offload, and does not.
+Test(e2e, pytorch_caching_allocator_declined, .timeout = 60)
+{
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, DATA);
+    expect_ok("without aoshim", &base);
+    e2e_train(&with, true, ENV("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), DATA);
+    expect_ok("caching configuration", &with);
+    cr_expect_str_eq(with.checksum, base.checksum);
+    cr_expect_eq(count(with.err, "aoshim: warning: not offloading: PYTORCH_CUDA_ALLOC_CONF"), 1,
+                 "%s", with.err);
+    cr_expect_eq(offloaded_bytes(&with), 0);
+    e2e_free(&base);
+    e2e_free(&with);
 }
 
 // --- no CUDA, no cost -------------------------------------------------------------------------
