@@ -684,6 +684,25 @@ static void host_slots_free(ao_chunk_t *c)
         }
 }
 
+// The chunk's host slots are being filled by copies queued on the offload
+// stream: give them back once the stream is past them.
+static void defer_host_slots(ao_chunk_t *c)
+{
+    for (ao_buffer_t *b = c->buffers; b; b = b->next) {
+        if (!b->host) continue;
+        ao_deferred_t *d = calloc(1, sizeof *d);
+        if (d) {
+            d->host = b->host;
+            d->host_size = b->size;
+            d->ev[d->nev++] = record(E.d2h, false);
+            defer(d);
+        } else {
+            WARN_ONCE("out of host memory: a pinned slot is not reused");
+        }
+        b->host = NULL;
+    }
+}
+
 // Copy a chunk out: every live buffer gets a host slot, or none is copied
 // (the chunk is unmapped as a whole, so it goes as a whole).
 static uint64_t offload_chunk(ao_chunk_t *c)
@@ -715,18 +734,7 @@ static uint64_t offload_chunk(ao_chunk_t *c)
             // The chunk must stay: the copies queued before this one still
             // run, and their slots are freed once the offload stream is past.
             WARN_ONCE("offload copy failed: the layer stays on the device");
-            for (ao_buffer_t *h = c->buffers; h; h = h->next)
-                if (h->host) {
-                    ao_deferred_t *d = calloc(1, sizeof *d);
-                    if (d) {
-                        d->host = h->host;
-                        d->host_size = h->size;
-                        d->ev[d->nev++] = record(E.d2h, false);
-                        d->next = E.deferred;
-                        E.deferred = d;
-                    }
-                    h->host = NULL;
-                }
+            defer_host_slots(c);
             return 0;
         }
         bytes += b->size;
@@ -781,20 +789,7 @@ static void cancel_chunk(ao_chunk_t *c)
 {
     event_put(c->ev_copy, false);
     c->ev_copy = record(E.d2h, false);
-    for (ao_buffer_t *b = c->buffers; b; b = b->next) {
-        if (!b->host || b->freed) continue;
-        ao_deferred_t *d = calloc(1, sizeof *d);
-        if (d) {
-            d->host = b->host;
-            d->host_size = b->size;
-            d->ev[d->nev++] = record(E.d2h, false);
-            d->next = E.deferred;
-            E.deferred = d;
-        } else {
-            WARN_ONCE("out of host memory: a pinned slot is not reused");
-        }
-        b->host = NULL;
-    }
+    defer_host_slots(c);
     c->state = AO_RESIDENT;
     ao_stat_add(AO_STAT_OFFLOADS_CANCELLED, 1);
 }
