@@ -25,6 +25,7 @@
 #include "mem/hostpool.h"
 #include "mem/ptrmap.h"
 #include "mem/vmm.h"
+#include "report/record.h"
 #include "stats.h"
 
 #define AO_MAX_MB 1024           // microbatch ids 0..1023
@@ -32,6 +33,7 @@
 #define AO_MAX_FREE_EVENTS (AO_MAX_STREAMS + 2)
 #define AO_ALIGN 512ull          // sub-allocation alignment (cudaMalloc guarantees 256)
 #define AO_EVENT_CACHE 256
+#define AO_MAX_TIMED 256 // GPU intervals waiting to be read; past that, not timed
 
 typedef struct ao_scope_s ao_scope_t;
 typedef struct ao_chunk_s ao_chunk_t;
@@ -83,9 +85,9 @@ struct ao_scope_s {
     CUstream stream; // the compute stream at layer_begin
     ao_chunk_t *chunks;
     CUevent ev_end;               // compute stream, layer_end
-    CUevent ev_d2h0, ev_copied;   // offload stream, around the copies
+    CUevent ev_copied;            // offload stream, after the copies
     CUevent ev_release;           // compute stream, end of the next layer
-    CUevent ev_h2d0, ev_reloaded; // reload stream, around the copies
+    CUevent ev_reloaded;          // reload stream, after the copies
     ao_learn_t rec;               // this scope's allocations, learned at layer_end
     const ao_learn_t *plan;       // last step's record of this layer, if any
     struct ao_scope_s *next;
@@ -116,8 +118,14 @@ static struct {
     int nsync_events, ntiming_events;
     CUstream streams[AO_MAX_STREAMS];
     int nstreams;
-    CUevent waits[64][2]; // compute-stream waits on reloads, timed by events
-    int nwaits;
+    CUevent t0; // the reference for GPU times in the report
+    struct {
+        CUevent ev0, ev1;
+        uint8_t kind; // enum ao_rec_kind
+        int layer, mb;
+        uint64_t bytes;
+    } timed[AO_MAX_TIMED]; // GPU intervals (copies, waits) not yet read
+    int ntimed;
     int mb;
     int nlayers; // layers in a forward pass, known once a backward began
     int max_fwd_layer;
@@ -186,6 +194,23 @@ static uint64_t elapsed_ns(CUevent a, CUevent b)
     return (uint64_t)((double)ms * 1e6 + 0.5);
 }
 
+// Time [ev0, ev1] on the GPU once both have completed (timing events).
+static void timed_add(CUevent ev0, CUevent ev1, int kind, int layer, int mb, uint64_t bytes)
+{
+    if (ev0 && ev1 && E.ntimed < AO_MAX_TIMED) {
+        E.timed[E.ntimed].ev0 = ev0;
+        E.timed[E.ntimed].ev1 = ev1;
+        E.timed[E.ntimed].kind = (uint8_t)kind;
+        E.timed[E.ntimed].layer = layer;
+        E.timed[E.ntimed].mb = mb;
+        E.timed[E.ntimed].bytes = bytes;
+        E.ntimed++;
+        return;
+    }
+    event_put(ev0, true);
+    event_put(ev1, true);
+}
+
 // --- streams ----------------------------------------------------------------------------
 static CUstream current_stream(void)
 {
@@ -247,6 +272,7 @@ static bool ensure_ready(void)
         return E.failed = true, false;
     }
     E.ctx = c;
+    E.t0 = record(E.d2h, true);
     E.ready = true;
     note_stream_locked(CU_STREAM_LEGACY);
     return true;
@@ -307,6 +333,7 @@ static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size)
         return NULL;
     }
     ao_stat_device(0, 0, (int64_t)size);
+    ao_rec_memory(s->layer, (int64_t)size, 0);
     c->next = s->chunks;
     s->chunks = c;
     return c;
@@ -321,6 +348,7 @@ static void chunk_release(ao_chunk_t *c)
         if (b->host) ao_host_free(b->host, b->size);
         free(b);
     }
+    ao_rec_memory(c->scope->layer, c->mapped ? -(int64_t)c->size : 0, c->mapped ? 0 : -(int64_t)c->size);
     if (c->mapped) chunk_unmap(c);
     ao_va_free(c->base, c->size);
     ao_extents_clear(&c->free);
@@ -412,10 +440,8 @@ static void scope_destroy(ao_scope_t *s)
         }
     event_put(s->ev_end, false);
     event_put(s->ev_release, false);
-    event_put(s->ev_d2h0, true);
-    event_put(s->ev_copied, true);
-    event_put(s->ev_h2d0, true);
-    event_put(s->ev_reloaded, true);
+    event_put(s->ev_copied, false);
+    event_put(s->ev_reloaded, false);
     learn_free(&s->rec);
     free(s);
 }
@@ -444,27 +470,28 @@ static void poll_locked(void)
         else ao_host_free(d->host, d->host_size);
         free(d);
     }
-    for (int i = 0; i < E.nwaits;) {
-        if (!done(E.waits[i][1])) {
+    static const ao_stat_t stat_of[] = {[AO_REC_D2H] = AO_STAT_D2H_COPY_NS,
+                                        [AO_REC_H2D] = AO_STAT_H2D_COPY_NS,
+                                        [AO_REC_WAIT] = AO_STAT_RELOAD_WAIT_NS};
+    for (int i = 0; i < E.ntimed;) {
+        if (!done(E.timed[i].ev1)) {
             i++;
             continue;
         }
-        ao_stat_add(AO_STAT_RELOAD_WAIT_NS, (int64_t)elapsed_ns(E.waits[i][0], E.waits[i][1]));
-        event_put(E.waits[i][0], true);
-        event_put(E.waits[i][1], true);
-        E.nwaits--;
-        E.waits[i][0] = E.waits[E.nwaits][0];
-        E.waits[i][1] = E.waits[E.nwaits][1];
+        uint64_t a = elapsed_ns(E.t0, E.timed[i].ev0), b = elapsed_ns(E.t0, E.timed[i].ev1);
+        ao_stat_add(stat_of[E.timed[i].kind], (int64_t)(b - a));
+        ao_rec_interval(E.timed[i].kind, E.timed[i].layer, E.timed[i].mb, E.timed[i].bytes, a, b);
+        event_put(E.timed[i].ev0, true);
+        event_put(E.timed[i].ev1, true);
+        E.timed[i] = E.timed[--E.ntimed];
     }
     for (ao_scope_t *s = E.scopes, *next; s; s = next) {
         next = s->next;
         if (s->state == AO_OFFLOADING && s->release_recorded && done(s->ev_copied) &&
             done(s->ev_release)) {
-            ao_stat_add(AO_STAT_D2H_COPY_NS, (int64_t)elapsed_ns(s->ev_d2h0, s->ev_copied));
             s->state = AO_OFFLOADED;
         }
         if (s->state == AO_RELOADING && done(s->ev_reloaded)) {
-            ao_stat_add(AO_STAT_H2D_COPY_NS, (int64_t)elapsed_ns(s->ev_h2d0, s->ev_reloaded));
             s->state = AO_RESIDENT;
         }
         for (ao_chunk_t *c = s->chunks, *cn; c; c = cn) {
@@ -475,6 +502,7 @@ static void poll_locked(void)
                 for (ao_buffer_t *b = c->buffers; b; b = b->next)
                     if (!b->freed) ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)b->size);
                 chunk_unmap(c);
+                ao_rec_memory(s->layer, -(int64_t)c->size, (int64_t)c->size);
                 c->state = AO_OFFLOADED;
             }
             if (c->state == AO_RELOADING && s->state == AO_RESIDENT) {
@@ -600,6 +628,7 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
         goto out;
     }
     ao_stat_add(AO_STAT_TRACKED_BUFFERS, 1);
+    ao_rec_alloc(s->layer, size);
     *out = b->addr;
     r = CUDA_SUCCESS;
 out:
@@ -705,7 +734,7 @@ static void defer_host_slots(ao_chunk_t *c)
 
 // Copy a chunk out: every live buffer gets a host slot, or none is copied
 // (the chunk is unmapped as a whole, so it goes as a whole).
-static uint64_t offload_chunk(ao_chunk_t *c)
+static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
 {
     if (c->state != AO_RESIDENT || !c->nlive) return 0;
     if (chunk_has_kept(c)) {
@@ -738,6 +767,7 @@ static uint64_t offload_chunk(ao_chunk_t *c)
             return 0;
         }
         bytes += b->size;
+        (*buffers)++;
         ao_stat_add(AO_STAT_OFFLOADED_BUFFERS, 1);
     }
     c->state = AO_OFFLOADING;
@@ -761,13 +791,18 @@ static void offload(ao_scope_t *s)
     s->offload_deferred = false;
     if (!layer_selected(s->layer) || !s->ev_end) return;
     if (ao_real.cuStreamWaitEvent(E.d2h, s->ev_end, 0) != CUDA_SUCCESS) return;
-    event_put(s->ev_d2h0, true);
-    s->ev_d2h0 = record(E.d2h, true);
+    CUevent t0 = record(E.d2h, true);
     uint64_t bytes = 0;
-    for (ao_chunk_t *c = s->chunks; c; c = c->next) bytes += offload_chunk(c);
-    if (!bytes) return;
-    event_put(s->ev_copied, true);
-    s->ev_copied = record(E.d2h, true);
+    unsigned buffers = 0;
+    for (ao_chunk_t *c = s->chunks; c; c = c->next) bytes += offload_chunk(c, &buffers);
+    if (!bytes) {
+        event_put(t0, true);
+        return;
+    }
+    event_put(s->ev_copied, false);
+    s->ev_copied = record(E.d2h, false);
+    timed_add(t0, record(E.d2h, true), AO_REC_D2H, s->layer, s->mb, bytes);
+    ao_rec_offload(s->layer, s->mb, buffers, bytes);
     ao_stat_add(AO_STAT_LAYERS_OFFLOADED, 1);
     s->state = AO_OFFLOADING;
 }
@@ -796,11 +831,12 @@ static void cancel_chunk(ao_chunk_t *c)
 
 // Bring a scope back. Returns 0, or AOSHIM_ESTATE if some chunk could not
 // get device memory (its data stays safe in host memory).
-static int reload(ao_scope_t *s)
+static int reload(ao_scope_t *s, bool missed)
 {
     int rc = 0;
     uint64_t bytes = 0;
-    bool h2d = false;
+    unsigned buffers = 0;
+    CUevent t0 = NULL;
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
         if (c->state == AO_OFFLOADING) { // not released yet: the device copy is intact
             cancel_chunk(c);
@@ -817,11 +853,8 @@ static int reload(ao_scope_t *s)
             rc = AOSHIM_ESTATE;
             continue;
         }
-        if (!h2d) {
-            event_put(s->ev_h2d0, true);
-            s->ev_h2d0 = record(E.h2d, true);
-            h2d = true;
-        }
+        if (!t0) t0 = record(E.h2d, true);
+        ao_rec_memory(s->layer, (int64_t)c->size, -(int64_t)c->size);
         for (ao_buffer_t *b = c->buffers; b; b = b->next) {
             if (b->freed || !b->host) continue;
             if (ao_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, E.h2d) != CUDA_SUCCESS) {
@@ -831,12 +864,15 @@ static int reload(ao_scope_t *s)
                 continue;
             }
             bytes += b->size;
+            buffers++;
         }
         c->state = AO_RELOADING;
     }
-    if (h2d) {
-        event_put(s->ev_reloaded, true);
-        s->ev_reloaded = record(E.h2d, true);
+    if (t0) {
+        event_put(s->ev_reloaded, false);
+        s->ev_reloaded = record(E.h2d, false);
+        timed_add(t0, record(E.h2d, true), AO_REC_H2D, s->layer, s->mb, bytes);
+        ao_rec_reload(s->layer, s->mb, buffers, bytes, missed);
         s->state = AO_RELOADING;
         ao_stat_add(AO_STAT_RELOADED_BYTES, (int64_t)bytes);
     } else if (s->state == AO_OFFLOADING) {
@@ -986,8 +1022,9 @@ int ao_engine_backward_begin(int layer)
     for (int l = layer; l >= layer - 1 - d && l >= 0; l--) {
         ao_scope_t *s = scope_find(l, mb);
         if (!s || (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING)) continue;
-        if (l >= layer - 1 && s->state == AO_OFFLOADED) ao_stat_add(AO_STAT_PREFETCH_MISSED, 1);
-        if (reload(s) != 0 && l >= layer - 1) rc = AOSHIM_ESTATE;
+        bool missed = l >= layer - 1 && s->state == AO_OFFLOADED;
+        if (missed) ao_stat_add(AO_STAT_PREFETCH_MISSED, 1);
+        if (reload(s, missed) != 0 && l >= layer - 1) rc = AOSHIM_ESTATE;
     }
     // The stream that runs this backward waits on the GPU; the host goes on.
     CUstream cs = current_stream();
@@ -998,17 +1035,7 @@ int ao_engine_backward_begin(int layer)
         if (!w0) w0 = record(cs, true);
         ao_real.cuStreamWaitEvent(cs, s->ev_reloaded, 0);
     }
-    if (w0) {
-        CUevent w1 = record(cs, true);
-        if (w1 && E.nwaits < 64) {
-            E.waits[E.nwaits][0] = w0;
-            E.waits[E.nwaits][1] = w1;
-            E.nwaits++;
-        } else {
-            event_put(w0, true);
-            event_put(w1, true);
-        }
-    }
+    if (w0) timed_add(w0, record(cs, true), AO_REC_WAIT, layer, mb, 0);
     return leave(rc);
 }
 
@@ -1044,6 +1071,7 @@ int ao_engine_step_end(void)
         s->ended = true;
     }
     E.mb = 0;
+    ao_rec_step();
     return leave(0);
 }
 

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// What the engine tells the report while it runs. Called under the engine's
+// lock (never from the launch or pass-through allocation path), never calls
+// CUDA, never blocks; bounded memory however long the run.
+//
+// GPU times are nanoseconds since the engine's reference event (recorded when
+// it started), read from CUDA events: as true on a real GPU as on the
+// simulator. Memory changes are stamped with the host's monotonic clock.
+#ifndef AO_RECORD_H
+#define AO_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum ao_rec_kind { AO_REC_D2H, AO_REC_H2D, AO_REC_WAIT };
+
+// A GPU interval that completed: an offload copy (D2H), a reload copy (H2D),
+// or the compute stream waiting for reloads (WAIT; bytes 0).
+void ao_rec_interval(int kind, int layer, int mb, uint64_t bytes, uint64_t gpu_start_ns,
+                     uint64_t gpu_end_ns);
+// Copies issued for a layer: out (offload) or back (reload; missed: the
+// prefetch had not asked for it before its own backward).
+void ao_rec_offload(int layer, int mb, unsigned buffers, uint64_t bytes);
+void ao_rec_reload(int layer, int mb, unsigned buffers, uint64_t bytes, bool missed);
+// A kernel needed an offloaded buffer outside the schedule (safety net).
+void ao_rec_late_reload(int layer, int mb, const char *kernel);
+// Device memory of a layer's tracked buffers changed: resident (mapped) and
+// offloaded (only in host memory) bytes. layer -1: not a layer's.
+void ao_rec_memory(int layer, int64_t resident_delta, int64_t offloaded_delta);
+// A tracked allocation (for the call-site table).
+void ao_rec_alloc(int layer, uint64_t bytes);
+// aoshim_step_end.
+void ao_rec_step(void);
+
+#endif // AO_RECORD_H
