@@ -126,17 +126,30 @@ static int set_size(void *f, const char *v) { return ao_parse_size(v, f); }
 static int set_uint(void *f, const char *v) { return ao_parse_uint(v, 64, f); }
 static int set_level(void *f, const char *v) { return ao_parse_uint(v, 2, f); }
 static int set_layers(void *f, const char *v) { return ao_parse_layers(v, f); }
+// A path is kept as given (it points into the environment, which outlives
+// the run). Empty is the built-in default, "no file"; a user who sets the
+// variable to nothing most likely meant a file, so that is an error.
+static int set_path_default(void *f, const char *v) { return *(const char **)f = *v ? v : NULL, 0; }
+static int set_path(void *f, const char *v) { return *v ? (*(const char **)f = v, 0) : -1; }
+
+#define AO_SET_DEFAULT_bool set_bool
+#define AO_SET_DEFAULT_size set_size
+#define AO_SET_DEFAULT_uint set_uint
+#define AO_SET_DEFAULT_level set_level
+#define AO_SET_DEFAULT_layers set_layers
+#define AO_SET_DEFAULT_path set_path_default
 
 typedef struct ao_option_s {
     const char *name; // without the AOSHIM_ prefix
     size_t offset;
     int (*set)(void *field, const char *value);
+    int (*set_default)(void *field, const char *value);
     const char *def, *accepted, *help;
 } ao_option_t;
 
 static const ao_option_t options[] = {
 #define X(NAME, field, type, def, accepted, help)                                                  \
-    {#NAME, offsetof(ao_config_t, field), set_##type, def, accepted, help},
+    {#NAME, offsetof(ao_config_t, field), set_##type, AO_SET_DEFAULT_##type, def, accepted, help},
     AO_OPTIONS(X)
 #undef X
 };
@@ -194,7 +207,7 @@ int ao_config_load(ao_config_t *cfg, char *const *env, char *err, size_t errlen)
     extern char **environ;
     memset(cfg, 0, sizeof *cfg);
     for (size_t i = 0; i < NOPTIONS; i++)
-        if (options[i].set((char *)cfg + options[i].offset, options[i].def) != 0) {
+        if (options[i].set_default((char *)cfg + options[i].offset, options[i].def) != 0) {
             error_line(err, errlen, options[i].name, options[i].def, "bad built-in default");
             return -1;
         }

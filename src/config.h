@@ -44,7 +44,15 @@ typedef struct ao_layerset_s {
     X(VERBOSE, verbose, level, "0", "0, 1 or 2",                                                  \
       "1: version and every effective option at start")                                            \
     X(QUIET, quiet, bool, "0", "a boolean (1/0, true/false, yes/no, on/off)",                      \
-      "1: no summary at exit")
+      "1: no summary at exit")                                                                     \
+    X(REPORT, report, path, "", "a file name (%p: pid, %r: rank, %h: host)",                       \
+      "write the run's report as JSON to this file at exit (docs/report-schema.md)")               \
+    X(TRACE, trace, path, "", "a file name (%p: pid, %r: rank, %h: host)",                         \
+      "write a Chrome/Perfetto trace (copies, waits, memory counters) to this file at exit")       \
+    X(REPORT_HTML, report_html, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
+      "write a self-contained HTML page with the memory timeline to this file at exit")            \
+    X(STACKS, stacks, bool, "1", "a boolean (1/0, true/false, yes/no, on/off)",                    \
+      "0: do not capture call stacks of tracked allocations (the report's call sites)")
 
 typedef struct ao_config_s {
 #define AO_FIELD_bool bool

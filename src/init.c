@@ -19,7 +19,7 @@
 #include "hook/real.h"
 #include "log.h"
 #include "offload/engine.h"
-#include "report/summary.h"
+#include "report/report.h"
 
 #define AO_STR2(x) #x
 #define AO_STR(x) AO_STR2(x)
@@ -78,8 +78,10 @@ __attribute__((constructor)) static void ao_init(void)
 
 __attribute__((destructor)) static void ao_fini(void)
 {
-    if (forked_child || !ao_cuda_touched || ao_config.quiet) return;
-    ao_summary_write(2);
+    // A forked child never writes its parent's report; a process that never
+    // used CUDA (a launcher, a compiler) writes nothing.
+    if (forked_child || !ao_cuda_touched) return;
+    ao_report_all(!ao_config.quiet);
 }
 
 AOSHIM_API const char *aoshim_version(void)
@@ -89,6 +91,7 @@ AOSHIM_API const char *aoshim_version(void)
 
 AOSHIM_API int aoshim_report_now(void)
 {
-    ao_summary_write(2);
+    if (forked_child) return AOSHIM_ESTATE;
+    ao_report_all(true);
     return 0;
 }

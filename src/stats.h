@@ -30,6 +30,7 @@
     X(KEPT_PIN_FAILED, "kept resident: pinning host memory failed")                               \
     X(KEPT_BY_USER, "kept resident: aoshim_keep")                                                 \
     X(KEPT_NO_DEVICE_SPACE, "kept resident: no device memory to reload into")                     \
+    X(KEPT_GRAPH, "kept resident: used by a captured CUDA graph")                                 \
     X(PINNED_HOST_BYTES, "pinned host pool")                                                      \
     X(PIN_CALLS, "host pinning calls")                                                            \
     X(MEM_CREATE_CALLS, "cuMemCreate calls")                                                      \

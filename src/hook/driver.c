@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "hook.h"
+#include "mem/vmm.h"
 #include "offload/engine.h"
+#include "offload/scan.h"
 #include "real.h"
 
 // cuda.h renames cuGetProcAddress to its _v2; aoshim defines both ABIs.
@@ -61,6 +63,123 @@ MEM_ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
 MEM_FREE_ASYNC(cuMemFreeAsync, false)
 MEM_FREE_ASYNC(cuMemFreeAsync_ptsz, true)
 
+// --- launches -----------------------------------------------------------------------------
+// Parameters come either as an array (one pointer per parameter) or packed
+// in one buffer through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER).
+static inline void launch_check(CUfunction f, void **params, void **extra, CUstream s)
+{
+    if (ao_in_hook || ao_engine_off) return;
+    ao_engine_note_stream(s);
+    if (!__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE)) return;
+    const void *packed = NULL;
+    for (void **e = extra; !params && e && *e != CU_LAUNCH_PARAM_END; e += 2)
+        if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER) packed = e[1];
+    if (!params && !packed) return;
+    const ao_layout_t *L = ao_layout(f, AO_FN_FUNC);
+    if (L) ao_scan_launch(L, params, params ? NULL : packed, s);
+}
+
+#define LAUNCH(name, ptsz)                                                                         \
+    AO_EXPORT CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,      \
+                            unsigned by, unsigned bz, unsigned shm, CUstream s, void **params,     \
+                            void **extra)                                                          \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        launch_check(f, params, extra, stream_of(s, ptsz));                                        \
+        return ao_real.name(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);                     \
+    }
+LAUNCH(cuLaunchKernel, false)
+LAUNCH(cuLaunchKernel_ptsz, true)
+
+#define LAUNCH_EX(name, ptsz)                                                                      \
+    AO_EXPORT CUresult name(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)    \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        if (c) launch_check(f, params, extra, stream_of(c->hStream, ptsz));                        \
+        return ao_real.name(c, f, params, extra);                                                  \
+    }
+LAUNCH_EX(cuLaunchKernelEx, false)
+LAUNCH_EX(cuLaunchKernelEx_ptsz, true)
+
+// --- copies and sets ------------------------------------------------------------------------
+static inline void range_check(CUdeviceptr p, size_t n, CUstream s, const char *what)
+{
+    if (!ao_in_hook && !ao_engine_off && __atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE))
+        ao_scan_range(p, n, s, what);
+}
+#define HOSTPTR(p) ((CUdeviceptr)(uintptr_t)(p))
+
+#define COPY(name, ptsz, dtype, stype, async)                                                      \
+    AO_EXPORT CUresult name(dtype d, stype src, size_t n CU_ASYNC_##async)                         \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        CUstream s_ = stream_of(CU_STREAM_ARG_##async, ptsz);                                      \
+        range_check((CUdeviceptr)(uintptr_t)d, n, s_, #name);                                      \
+        range_check((CUdeviceptr)(uintptr_t)src, n, s_, #name);                                    \
+        return ao_real.name(d, src, n CU_PASS_##async);                                            \
+    }
+#define CU_ASYNC_0
+#define CU_ASYNC_1 , CUstream st
+#define CU_STREAM_ARG_0 NULL
+#define CU_STREAM_ARG_1 st
+#define CU_PASS_0
+#define CU_PASS_1 , st
+COPY(cuMemcpyHtoD_v2, false, CUdeviceptr, const void *, 0)
+COPY(cuMemcpyHtoD_v2_ptds, true, CUdeviceptr, const void *, 0)
+COPY(cuMemcpyDtoH_v2, false, void *, CUdeviceptr, 0)
+COPY(cuMemcpyDtoH_v2_ptds, true, void *, CUdeviceptr, 0)
+COPY(cuMemcpyDtoD_v2, false, CUdeviceptr, CUdeviceptr, 0)
+COPY(cuMemcpyDtoD_v2_ptds, true, CUdeviceptr, CUdeviceptr, 0)
+COPY(cuMemcpy, false, CUdeviceptr, CUdeviceptr, 0)
+COPY(cuMemcpy_ptds, true, CUdeviceptr, CUdeviceptr, 0)
+COPY(cuMemcpyHtoDAsync_v2, false, CUdeviceptr, const void *, 1)
+COPY(cuMemcpyHtoDAsync_v2_ptsz, true, CUdeviceptr, const void *, 1)
+COPY(cuMemcpyDtoHAsync_v2, false, void *, CUdeviceptr, 1)
+COPY(cuMemcpyDtoHAsync_v2_ptsz, true, void *, CUdeviceptr, 1)
+COPY(cuMemcpyDtoDAsync_v2, false, CUdeviceptr, CUdeviceptr, 1)
+COPY(cuMemcpyDtoDAsync_v2_ptsz, true, CUdeviceptr, CUdeviceptr, 1)
+COPY(cuMemcpyAsync, false, CUdeviceptr, CUdeviceptr, 1)
+COPY(cuMemcpyAsync_ptsz, true, CUdeviceptr, CUdeviceptr, 1)
+
+#define SET(name, ptsz, vtype, unit, async)                                                        \
+    AO_EXPORT CUresult name(CUdeviceptr d, vtype v, size_t n CU_ASYNC_##async)                     \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        range_check(d, n * (unit), stream_of(CU_STREAM_ARG_##async, ptsz), #name);                 \
+        return ao_real.name(d, v, n CU_PASS_##async);                                              \
+    }
+SET(cuMemsetD8_v2, false, unsigned char, 1, 0)
+SET(cuMemsetD8_v2_ptds, true, unsigned char, 1, 0)
+SET(cuMemsetD32_v2, false, unsigned, 4, 0)
+SET(cuMemsetD32_v2_ptds, true, unsigned, 4, 0)
+SET(cuMemsetD8Async, false, unsigned char, 1, 1)
+SET(cuMemsetD8Async_ptsz, true, unsigned char, 1, 1)
+SET(cuMemsetD32Async, false, unsigned, 4, 1)
+SET(cuMemsetD32Async_ptsz, true, unsigned, 4, 1)
+
+// --- capture: while one runs, what captured work touches stays resident ----------------------
+#define BEGIN_CAPTURE(name)                                                                        \
+    AO_EXPORT CUresult name(CUstream s, CUstreamCaptureMode m)                                     \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        CUresult r = ao_real.name(s, m);                                                           \
+        if (r == CUDA_SUCCESS && !ao_in_hook) __atomic_fetch_add(&ao_capturing, 1, __ATOMIC_RELAXED); \
+        return r;                                                                                  \
+    }
+BEGIN_CAPTURE(cuStreamBeginCapture_v2)
+BEGIN_CAPTURE(cuStreamBeginCapture_v2_ptsz)
+
+#define END_CAPTURE(name)                                                                          \
+    AO_EXPORT CUresult name(CUstream s, CUgraph *g)                                                \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        CUresult r = ao_real.name(s, g);                                                           \
+        if (!ao_in_hook) ao_capture_ended();                                                       \
+        return r;                                                                                  \
+    }
+END_CAPTURE(cuStreamEndCapture)
+END_CAPTURE(cuStreamEndCapture_ptsz)
+
 // --- cuGetProcAddress -------------------------------------------------------------------
 // The real function answers first, with the caller's own version and flags;
 // aoshim substitutes its wrapper only where the answer is exactly an entry
@@ -90,12 +209,30 @@ typedef struct wrap_s {
 
 void ao_hook_substitute(const char *sym, void **pfn, int ver, cuuint64_t flags)
 {
+#define W(name, ver, legacy, ptsz) {name, ver, (void *)legacy, (void *)ptsz}
     static const wrap_t wraps[] = {
-        {"cuMemAlloc", 3020, (void *)cuMemAlloc_v2, (void *)cuMemAlloc_v2},
-        {"cuMemFree", 3020, (void *)cuMemFree_v2, (void *)cuMemFree_v2},
-        {"cuMemAllocAsync", 11020, (void *)cuMemAllocAsync, (void *)cuMemAllocAsync_ptsz},
-        {"cuMemFreeAsync", 11020, (void *)cuMemFreeAsync, (void *)cuMemFreeAsync_ptsz},
+        W("cuMemAlloc", 3020, cuMemAlloc_v2, cuMemAlloc_v2),
+        W("cuMemFree", 3020, cuMemFree_v2, cuMemFree_v2),
+        W("cuMemAllocAsync", 11020, cuMemAllocAsync, cuMemAllocAsync_ptsz),
+        W("cuMemFreeAsync", 11020, cuMemFreeAsync, cuMemFreeAsync_ptsz),
+        W("cuLaunchKernel", 4000, cuLaunchKernel, cuLaunchKernel_ptsz),
+        W("cuLaunchKernelEx", 11060, cuLaunchKernelEx, cuLaunchKernelEx_ptsz),
+        W("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds),
+        W("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds),
+        W("cuMemcpyDtoD", 3020, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds),
+        W("cuMemcpy", 4000, cuMemcpy, cuMemcpy_ptds),
+        W("cuMemcpyHtoDAsync", 3020, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz),
+        W("cuMemcpyDtoHAsync", 3020, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz),
+        W("cuMemcpyDtoDAsync", 3020, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz),
+        W("cuMemcpyAsync", 4000, cuMemcpyAsync, cuMemcpyAsync_ptsz),
+        W("cuMemsetD8", 3020, cuMemsetD8_v2, cuMemsetD8_v2_ptds),
+        W("cuMemsetD32", 3020, cuMemsetD32_v2, cuMemsetD32_v2_ptds),
+        W("cuMemsetD8Async", 3020, cuMemsetD8Async, cuMemsetD8Async_ptsz),
+        W("cuMemsetD32Async", 3020, cuMemsetD32Async, cuMemsetD32Async_ptsz),
+        W("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz),
+        W("cuStreamEndCapture", 10000, cuStreamEndCapture, cuStreamEndCapture_ptsz),
     };
+#undef W
     if (!sym || strncmp(sym, "cu", 2) != 0) return;
     if (strcmp(sym, "cuGetProcAddress") == 0) {
         // The answer's ABI follows the version: 4 arguments before 12.0.

@@ -43,6 +43,12 @@ int ao_hook_free(CUdeviceptr p, CUstream stream, bool async);
 // Whether p is the start of a live allocation aoshim passed through.
 bool ao_hook_passthrough(CUdeviceptr p);
 
+// The real dlsym, for aoshim's own lookups on a handle (aoshim's dlsym
+// would hand aoshim its own wrappers).
+void *ao_dlsym_real(void *handle, const char *name);
+void *ao_dlsym_init(void); // the real dlsym's address
+extern void *(*ao_real_dlsym)(void *, const char *);
+
 // Substitute aoshim's wrapper for an entry point returned by the driver's
 // cuGetProcAddress or the runtime's cudaGetDriverEntryPoint, only for the
 // exact names and versions aoshim wraps. flags as given by the caller.

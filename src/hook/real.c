@@ -4,10 +4,33 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <string.h>
 
+#include "hook.h"
 #include "log.h"
 
 ao_real_t ao_real;
+
+// --- dlsym --------------------------------------------------------------------------------
+// The real dlsym (aoshim interposes dlsym, see dlsym.c): resolved with
+// dlvsym, which aoshim does not interpose.
+void *(*ao_real_dlsym)(void *, const char *);
+
+void *ao_dlsym_init(void)
+{
+    void *p = (void *)__atomic_load_n(&ao_real_dlsym, __ATOMIC_ACQUIRE);
+    if (p) return p;
+    p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    __atomic_store_n(&ao_real_dlsym, (void *(*)(void *, const char *))p, __ATOMIC_RELEASE);
+    return p;
+}
+
+void *ao_dlsym_real(void *handle, const char *name)
+{
+    void *(*real)(void *, const char *) = (void *(*)(void *, const char *))ao_dlsym_init();
+    return real ? real(handle, name) : NULL;
+}
 
 // --- runtime --------------------------------------------------------------------
 // RTLD_NEXT finds the program's libcudart when it is in the global scope. A
@@ -18,7 +41,7 @@ static void *runtime_sym(const char *name)
     void *p = dlsym(RTLD_NEXT, name);
     if (!p) {
         void *h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
-        if (h) p = dlsym(h, name);
+        if (h) p = ao_dlsym_real(h, name);
     }
     return p;
 }
@@ -35,6 +58,17 @@ void ao_real_runtime_init(void)
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static bool driver_ok;
 
+// Entry points an older driver may lack: without parameter info the launch
+// scan is off (said once), and the schedule alone decides.
+static bool optional(const char *sym)
+{
+    static const char *const names[] = {"cuFuncGetParamInfo", "cuKernelGetParamInfo",
+                                        "cuFuncGetName", "cuKernelGetName"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(sym, names[i]) == 0) return true;
+    return false;
+}
+
 static void driver_init(void)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
@@ -44,7 +78,7 @@ static void driver_init(void)
     }
     CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
         (CUresult(*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
-            dlsym(h, "cuGetProcAddress_v2");
+            ao_dlsym_real(h, "cuGetProcAddress_v2");
     if (!gpa) {
         ao_log(AO_LOG_WARN, "libcuda.so.1 has no cuGetProcAddress_v2: offloading disabled");
         return;
@@ -54,7 +88,7 @@ static void driver_init(void)
     {                                                                                              \
         void *p = NULL;                                                                            \
         CUdriverProcAddressQueryResult st;                                                         \
-        if (gpa(sym, &p, CUDA_VERSION, flags, &st) != CUDA_SUCCESS || !p) {           \
+        if ((gpa(sym, &p, CUDA_VERSION, flags, &st) != CUDA_SUCCESS || !p) && !optional(sym)) {    \
             ao_log(AO_LOG_WARN, "driver entry point %s not found: offloading disabled", sym);      \
             ok = false;                                                                            \
         }                                                                                          \

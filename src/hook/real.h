@@ -26,6 +26,28 @@
     X(cudaLaunchKernel_ptsz, cudaError_t,                                                          \
       (const void *f, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s))                    \
     X(cudaStreamDestroy, cudaError_t, (cudaStream_t s))                                            \
+    X(cudaGetFuncBySymbol, cudaError_t, (cudaFunction_t * f, const void *sym))                     \
+    X(cudaLaunchKernelExC, cudaError_t, (const cudaLaunchConfig_t *c, const void *f, void **args)) \
+    X(cudaLaunchKernelExC_ptsz, cudaError_t,                                                       \
+      (const cudaLaunchConfig_t *c, const void *f, void **args))                                   \
+    X(__cudaLaunchKernel, cudaError_t,                                                             \
+      (cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s))                   \
+    X(__cudaLaunchKernel_ptsz, cudaError_t,                                                        \
+      (cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s))                   \
+    X(cudaMemcpy, cudaError_t, (void *d, const void *s, size_t n, enum cudaMemcpyKind k))           \
+    X(cudaMemcpy_ptds, cudaError_t, (void *d, const void *s, size_t n, enum cudaMemcpyKind k))      \
+    X(cudaMemcpyAsync, cudaError_t,                                                                \
+      (void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st))                  \
+    X(cudaMemcpyAsync_ptsz, cudaError_t,                                                           \
+      (void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st))                  \
+    X(cudaStreamBeginCapture, cudaError_t, (cudaStream_t s, enum cudaStreamCaptureMode m))         \
+    X(cudaStreamBeginCapture_ptsz, cudaError_t, (cudaStream_t s, enum cudaStreamCaptureMode m))    \
+    X(cudaStreamEndCapture, cudaError_t, (cudaStream_t s, cudaGraph_t * g))                        \
+    X(cudaStreamEndCapture_ptsz, cudaError_t, (cudaStream_t s, cudaGraph_t * g))                   \
+    X(cudaMemset, cudaError_t, (void *d, int v, size_t n))                                         \
+    X(cudaMemset_ptds, cudaError_t, (void *d, int v, size_t n))                                    \
+    X(cudaMemsetAsync, cudaError_t, (void *d, int v, size_t n, cudaStream_t st))                   \
+    X(cudaMemsetAsync_ptsz, cudaError_t, (void *d, int v, size_t n, cudaStream_t st))              \
     X(cudaGetDriverEntryPoint, cudaError_t,                                                        \
       (const char *sym, void **fn, unsigned long long flags,                                       \
        enum cudaDriverEntryPointQueryResult *st))                                                  \
@@ -52,6 +74,8 @@
     X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, 0, CUresult,                     \
       (CUcontext * c, CUdevice d))                                                                 \
     X(cuCtxGetDevice, "cuCtxGetDevice", 2000, 0, CUresult, (CUdevice * d))                         \
+    X(cuDeviceGetName, "cuDeviceGetName", 2000, 0, CUresult, (char *n, int len, CUdevice d))       \
+    X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0, CUresult, (size_t * b, CUdevice d))        \
     X(cuMemAlloc_v2, "cuMemAlloc", 3020, 0, CUresult, (CUdeviceptr * p, size_t n))                 \
     X(cuMemFree_v2, "cuMemFree", 3020, 0, CUresult, (CUdeviceptr p))                               \
     X(cuMemAllocAsync, "cuMemAllocAsync", 11020, 1, CUresult,                                      \
@@ -88,6 +112,66 @@
       (CUstream s, CUevent e, unsigned fl))                                                        \
     X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000, 1, CUresult,                              \
       (CUstream s, CUstreamCaptureStatus * st))                                                    \
+    X(cuLaunchKernel, "cuLaunchKernel", 4000, 1, CUresult,                                         \
+      (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+       unsigned shm, CUstream s, void **params, void **extra))                                     \
+    X(cuLaunchKernel_ptsz, "cuLaunchKernel", 4000, 2, CUresult,                                    \
+      (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+       unsigned shm, CUstream s, void **params, void **extra))                                     \
+    X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060, 1, CUresult,                                    \
+      (const CUlaunchConfig *c, CUfunction f, void **params, void **extra))                        \
+    X(cuLaunchKernelEx_ptsz, "cuLaunchKernelEx", 11060, 2, CUresult,                               \
+      (const CUlaunchConfig *c, CUfunction f, void **params, void **extra))                        \
+    X(cuMemcpyHtoD_v2, "cuMemcpyHtoD", 3020, 1, CUresult,                                          \
+      (CUdeviceptr d, const void *s, size_t n))                                                    \
+    X(cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD", 3020, 2, CUresult,                                     \
+      (CUdeviceptr d, const void *s, size_t n))                                                    \
+    X(cuMemcpyDtoH_v2, "cuMemcpyDtoH", 3020, 1, CUresult, (void *d, CUdeviceptr s, size_t n))      \
+    X(cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH", 3020, 2, CUresult,                                     \
+      (void *d, CUdeviceptr s, size_t n))                                                          \
+    X(cuMemcpyDtoD_v2, "cuMemcpyDtoD", 3020, 1, CUresult,                                          \
+      (CUdeviceptr d, CUdeviceptr s, size_t n))                                                    \
+    X(cuMemcpyDtoD_v2_ptds, "cuMemcpyDtoD", 3020, 2, CUresult,                                     \
+      (CUdeviceptr d, CUdeviceptr s, size_t n))                                                    \
+    X(cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync", 3020, 2, CUresult,                           \
+      (CUdeviceptr d, const void *s, size_t n, CUstream st))                                       \
+    X(cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync", 3020, 2, CUresult,                           \
+      (void *d, CUdeviceptr s, size_t n, CUstream st))                                             \
+    X(cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync", 3020, 1, CUresult,                                \
+      (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st))                                       \
+    X(cuMemcpyDtoDAsync_v2_ptsz, "cuMemcpyDtoDAsync", 3020, 2, CUresult,                           \
+      (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st))                                       \
+    X(cuMemcpy, "cuMemcpy", 4000, 1, CUresult, (CUdeviceptr d, CUdeviceptr s, size_t n))           \
+    X(cuMemcpy_ptds, "cuMemcpy", 4000, 2, CUresult, (CUdeviceptr d, CUdeviceptr s, size_t n))      \
+    X(cuMemcpyAsync, "cuMemcpyAsync", 4000, 1, CUresult,                                           \
+      (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st))                                       \
+    X(cuMemcpyAsync_ptsz, "cuMemcpyAsync", 4000, 2, CUresult,                                      \
+      (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st))                                       \
+    X(cuMemsetD8_v2, "cuMemsetD8", 3020, 1, CUresult, (CUdeviceptr d, unsigned char v, size_t n))  \
+    X(cuMemsetD8_v2_ptds, "cuMemsetD8", 3020, 2, CUresult,                                         \
+      (CUdeviceptr d, unsigned char v, size_t n))                                                  \
+    X(cuMemsetD32_v2, "cuMemsetD32", 3020, 1, CUresult, (CUdeviceptr d, unsigned v, size_t n))     \
+    X(cuMemsetD32_v2_ptds, "cuMemsetD32", 3020, 2, CUresult, (CUdeviceptr d, unsigned v, size_t n)) \
+    X(cuMemsetD8Async, "cuMemsetD8Async", 3020, 1, CUresult,                                       \
+      (CUdeviceptr d, unsigned char v, size_t n, CUstream st))                                     \
+    X(cuMemsetD8Async_ptsz, "cuMemsetD8Async", 3020, 2, CUresult,                                  \
+      (CUdeviceptr d, unsigned char v, size_t n, CUstream st))                                     \
+    X(cuMemsetD32Async, "cuMemsetD32Async", 3020, 1, CUresult,                                     \
+      (CUdeviceptr d, unsigned v, size_t n, CUstream st))                                          \
+    X(cuMemsetD32Async_ptsz, "cuMemsetD32Async", 3020, 2, CUresult,                                \
+      (CUdeviceptr d, unsigned v, size_t n, CUstream st))                                          \
+    X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, 1, CUresult,                         \
+      (CUstream s, CUstreamCaptureMode m))                                                         \
+    X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, 2, CUresult,                    \
+      (CUstream s, CUstreamCaptureMode m))                                                         \
+    X(cuStreamEndCapture, "cuStreamEndCapture", 10000, 1, CUresult, (CUstream s, CUgraph * g))     \
+    X(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, 2, CUresult, (CUstream s, CUgraph * g)) \
+    X(cuFuncGetParamInfo, "cuFuncGetParamInfo", 12040, 0, CUresult,                               \
+      (CUfunction f, size_t i, size_t * off, size_t * size))                                       \
+    X(cuKernelGetParamInfo, "cuKernelGetParamInfo", 12040, 0, CUresult,                           \
+      (CUkernel k, size_t i, size_t * off, size_t * size))                                         \
+    X(cuFuncGetName, "cuFuncGetName", 12030, 0, CUresult, (const char **n, CUfunction f))          \
+    X(cuKernelGetName, "cuKernelGetName", 12030, 0, CUresult, (const char **n, CUkernel k))        \
     X(cuEventCreate, "cuEventCreate", 2000, 0, CUresult, (CUevent * e, unsigned fl))               \
     X(cuEventDestroy_v2, "cuEventDestroy", 4000, 0, CUresult, (CUevent e))                         \
     X(cuEventRecord, "cuEventRecord", 2000, 1, CUresult, (CUevent e, CUstream s))                  \

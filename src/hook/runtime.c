@@ -5,6 +5,7 @@
 
 #include "hook.h"
 #include "offload/engine.h"
+#include "offload/scan.h"
 #include "real.h"
 
 // The real function, resolved on first use (the runtime may be loaded after
@@ -65,17 +66,101 @@ MALLOC_ASYNC(cudaMallocAsync_ptsz, true)
 FREE_ASYNC(cudaFreeAsync, false)
 FREE_ASYNC(cudaFreeAsync_ptsz, true)
 
-// --- launches: remember the stream each thread works on ---------------------------------
+// --- launches: remember the stream, check what the kernel touches -----------------------------
+// Nothing is checked before the engine has reserved its range (size 0):
+// until then nothing can be offloaded.
+static inline void launch_check(const void *fn, int kind, void **args, CUstream s)
+{
+    if (ao_in_hook || ao_engine_off) return;
+    ao_engine_note_stream(s);
+    if (!__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE) || !args) return;
+    const ao_layout_t *L = ao_layout(fn, kind);
+    if (L) ao_scan_launch(L, args, NULL, s);
+}
+
 #define LAUNCH(name, ptsz)                                                                         \
     AO_EXPORT cudaError_t name(const void *f, dim3 g, dim3 b, void **args, size_t shm,             \
                                cudaStream_t s)                                                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        if (!ao_in_hook && !ao_engine_off) ao_engine_note_stream(stream_of(s, ptsz));              \
+        launch_check(f, AO_FN_HOST, args, stream_of(s, ptsz));                                     \
         return ao_real.name(f, g, b, args, shm, s);                                                \
     }
 LAUNCH(cudaLaunchKernel, false)
 LAUNCH(cudaLaunchKernel_ptsz, true)
+
+#define LAUNCH_EXC(name, ptsz)                                                                     \
+    AO_EXPORT cudaError_t name(const cudaLaunchConfig_t *c, const void *f, void **args)            \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        if (c) launch_check(f, AO_FN_HOST, args, stream_of(c->stream, ptsz));                      \
+        return ao_real.name(c, f, args);                                                           \
+    }
+LAUNCH_EXC(cudaLaunchKernelExC, false)
+LAUNCH_EXC(cudaLaunchKernelExC_ptsz, true)
+
+// CUDA 13's nvcc host stubs launch through these, with the kernel handle
+// __cudaGetKernel gave them: every kernel of a framework built with CUDA 13.
+#define LAUNCH_STUB(name, ptsz)                                                                    \
+    AO_EXPORT cudaError_t name(cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shm,            \
+                               cudaStream_t s)                                                     \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        launch_check(k, AO_FN_KERNEL, args, stream_of(s, ptsz));                                   \
+        return ao_real.name(k, g, b, args, shm, s);                                                \
+    }
+LAUNCH_STUB(__cudaLaunchKernel, false)
+LAUNCH_STUB(__cudaLaunchKernel_ptsz, true)
+
+// --- copies and sets: their device ranges ------------------------------------------------------
+static inline void range_check(const void *p, size_t n, CUstream s, const char *what)
+{
+    if (!ao_in_hook && !ao_engine_off && __atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE))
+        ao_scan_range((uint64_t)(uintptr_t)p, n, s, what);
+}
+
+#define MEMCPY(name, ptsz)                                                                         \
+    AO_EXPORT cudaError_t name(void *d, const void *src, size_t n, enum cudaMemcpyKind k)          \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        range_check(d, n, stream_of(NULL, ptsz), #name);                                           \
+        range_check(src, n, stream_of(NULL, ptsz), #name);                                         \
+        return ao_real.name(d, src, n, k);                                                         \
+    }
+MEMCPY(cudaMemcpy, false)
+MEMCPY(cudaMemcpy_ptds, true)
+
+#define MEMCPY_ASYNC(name, ptsz)                                                                   \
+    AO_EXPORT cudaError_t name(void *d, const void *src, size_t n, enum cudaMemcpyKind k,          \
+                               cudaStream_t s)                                                     \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        range_check(d, n, stream_of(s, ptsz), #name);                                              \
+        range_check(src, n, stream_of(s, ptsz), #name);                                            \
+        return ao_real.name(d, src, n, k, s);                                                      \
+    }
+MEMCPY_ASYNC(cudaMemcpyAsync, false)
+MEMCPY_ASYNC(cudaMemcpyAsync_ptsz, true)
+
+#define MEMSET(name, ptsz)                                                                         \
+    AO_EXPORT cudaError_t name(void *d, int v, size_t n)                                           \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        range_check(d, n, stream_of(NULL, ptsz), #name);                                           \
+        return ao_real.name(d, v, n);                                                              \
+    }
+MEMSET(cudaMemset, false)
+MEMSET(cudaMemset_ptds, true)
+
+#define MEMSET_ASYNC(name, ptsz)                                                                   \
+    AO_EXPORT cudaError_t name(void *d, int v, size_t n, cudaStream_t s)                           \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        range_check(d, n, stream_of(s, ptsz), #name);                                              \
+        return ao_real.name(d, v, n, s);                                                           \
+    }
+MEMSET_ASYNC(cudaMemsetAsync, false)
+MEMSET_ASYNC(cudaMemsetAsync_ptsz, true)
 
 AO_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
@@ -83,6 +168,29 @@ AO_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
     if (!ao_engine_off && s) ao_engine_forget_stream((CUstream)s);
     return ao_real.cudaStreamDestroy(s);
 }
+
+// --- capture: while one runs, what captured work touches stays resident ----------------------
+#define BEGIN_CAPTURE(name)                                                                        \
+    AO_EXPORT cudaError_t name(cudaStream_t s, enum cudaStreamCaptureMode m)                       \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        cudaError_t r = ao_real.name(s, m);                                                        \
+        if (r == cudaSuccess && !ao_in_hook) __atomic_fetch_add(&ao_capturing, 1, __ATOMIC_RELAXED); \
+        return r;                                                                                  \
+    }
+BEGIN_CAPTURE(cudaStreamBeginCapture)
+BEGIN_CAPTURE(cudaStreamBeginCapture_ptsz)
+
+#define END_CAPTURE(name)                                                                          \
+    AO_EXPORT cudaError_t name(cudaStream_t s, cudaGraph_t *g)                                     \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        cudaError_t r = ao_real.name(s, g);                                                        \
+        if (!ao_in_hook) ao_capture_ended();                                                       \
+        return r;                                                                                  \
+    }
+END_CAPTURE(cudaStreamEndCapture)
+END_CAPTURE(cudaStreamEndCapture_ptsz)
 
 // --- driver entry points handed out by the runtime ----------------------------------------
 #define ENTRY_POINT(name, ptsz)                                                                    \

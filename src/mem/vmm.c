@@ -51,6 +51,7 @@ CUresult ao_vmm_init(void)
                                               CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (r != CUDA_SUCCESS) return r;
     if (ao_vmm.granule == 0 || (ao_vmm.granule & (ao_vmm.granule - 1))) return CUDA_ERROR_NOT_SUPPORTED;
+    ao_vmm.shift = (unsigned)__builtin_ctzll(ao_vmm.granule);
 
     // Virtual space is cheap; four times the device leaves room for every
     // offloaded buffer plus fragmentation.
@@ -65,13 +66,28 @@ CUresult ao_vmm_init(void)
         if (r == CUDA_SUCCESS) break;
     }
     if (r != CUDA_SUCCESS) return r;
-    if (ao_extents_give(&va_free, base, want) < 0) {
+    size_t n = want >> ao_vmm.shift;
+    ao_vmm.state = calloc(n, 1);
+    ao_vmm.owner = calloc(n, sizeof *ao_vmm.owner);
+    if (!ao_vmm.state || !ao_vmm.owner || ao_extents_give(&va_free, base, want) < 0) {
+        free(ao_vmm.state);
+        free(ao_vmm.owner);
         ao_real.cuMemAddressFree(base, want);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     ao_vmm.base = base;
-    ao_vmm.size = want;
+    // Published last: a launch that sees size != 0 finds the tables ready.
+    __atomic_store_n(&ao_vmm.size, want, __ATOMIC_RELEASE);
     return CUDA_SUCCESS;
+}
+
+void ao_vmm_mark(CUdeviceptr p, size_t size, uint8_t state, void *owner)
+{
+    size_t first = ao_vmm_index(p), n = size >> ao_vmm.shift;
+    for (size_t i = 0; i < n; i++) {
+        ao_vmm.owner[first + i] = owner;
+        __atomic_store_n(&ao_vmm.state[first + i], state, __ATOMIC_RELEASE);
+    }
 }
 
 // --- physical memory: idle handles by size ----------------------------------------------

@@ -19,11 +19,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// What a launch may do with a pointer into the reservation, per granule,
+// read without a lock by the launch scan (the engine writes it, under its
+// lock, before the change it describes can matter).
+enum ao_granule_state {
+    AO_GS_NONE = 0,     // no chunk here: not aoshim's business
+    AO_GS_RESIDENT = 1, // mapped, no copy in flight: any stream may use it
+    AO_GS_STREAM = 2,   // being reloaded: safe on the chunk's safe_stream only
+    AO_GS_AWAY = 3,     // being copied out, or offloaded: the engine must act
+};
+
 typedef struct ao_vmm_s {
     CUdeviceptr base; // the reservation
     size_t size;
     size_t granule;   // cuMemGetAllocationGranularity, minimum
+    unsigned shift;   // log2(granule)
     CUdevice device;
+    uint8_t *state;   // per granule: enum ao_granule_state
+    void **owner;     // per granule: the engine's chunk
 } ao_vmm_t;
 
 extern ao_vmm_t ao_vmm;
@@ -35,6 +48,12 @@ static inline bool ao_vmm_owns(CUdeviceptr p)
 {
     return p - ao_vmm.base < ao_vmm.size; // one subtraction and compare
 }
+static inline size_t ao_vmm_index(CUdeviceptr p)
+{
+    return (size_t)(p - ao_vmm.base) >> ao_vmm.shift;
+}
+// Mark [p, p+size) (granule-aligned) with a state and an owner.
+void ao_vmm_mark(CUdeviceptr p, size_t size, uint8_t state, void *owner);
 static inline size_t ao_vmm_round(size_t n)
 {
     return (n + ao_vmm.granule - 1) & ~(ao_vmm.granule - 1);

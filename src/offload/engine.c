@@ -25,6 +25,7 @@
 #include "mem/hostpool.h"
 #include "mem/ptrmap.h"
 #include "mem/vmm.h"
+#include "offload/scan.h"
 #include "report/record.h"
 #include "stats.h"
 
@@ -60,6 +61,12 @@ struct ao_chunk_s {
     unsigned nlive;    // buffers not freed
     bool retiring;     // every buffer freed: released when its events complete
     ao_extents_t free; // unused space inside the chunk
+    // The one stream a launch may use this chunk on without the engine: while
+    // being copied out, before its release point, the layer's own stream;
+    // while reloading, the stream already made to wait for the reload.
+    CUstream safe_stream;
+    bool graph_pinned;    // touched by captured work: stays on the device
+    bool prepared;        // host slots taken, copies about to be queued
     CUevent ev_copy;   // after the copies of a cancelled offload, still reading it
     // Frees that the scope's own stream does not order (another stream's
     // cudaFreeAsync, a cudaFree): their events, which any release waits for.
@@ -273,12 +280,27 @@ static bool ensure_ready(void)
     }
     E.ctx = c;
     E.t0 = record(E.d2h, true);
+    char name[256] = "";
+    size_t total = 0;
+    ao_real.cuDeviceGetName(name, sizeof name, ao_vmm.device);
+    ao_real.cuDeviceTotalMem_v2(&total, ao_vmm.device);
+    ao_rec_device(name, total);
     E.ready = true;
     note_stream_locked(CU_STREAM_LEGACY);
     return true;
 }
 
 // --- chunks -------------------------------------------------------------------------------
+// A chunk's state and what the launch scan reads about it change together.
+static void chunk_set(ao_chunk_t *c, ao_state_t st)
+{
+    c->state = st;
+    uint8_t g = st == AO_RESIDENT ? AO_GS_RESIDENT
+                : (st == AO_RELOADING || st == AO_OFFLOADING) && c->safe_stream ? AO_GS_STREAM
+                                                                               : AO_GS_AWAY;
+    ao_vmm_mark(c->base, c->size, g, c);
+}
+
 static void chunk_unmap(ao_chunk_t *c)
 {
     CUresult r = ao_phys_unmap(c->base, c->size, &c->phys);
@@ -334,6 +356,7 @@ static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size)
     }
     ao_stat_device(0, 0, (int64_t)size);
     ao_rec_memory(s->layer, (int64_t)size, 0);
+    chunk_set(c, AO_RESIDENT);
     c->next = s->chunks;
     s->chunks = c;
     return c;
@@ -349,6 +372,7 @@ static void chunk_release(ao_chunk_t *c)
         free(b);
     }
     ao_rec_memory(c->scope->layer, c->mapped ? -(int64_t)c->size : 0, c->mapped ? 0 : -(int64_t)c->size);
+    ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
     if (c->mapped) chunk_unmap(c);
     ao_va_free(c->base, c->size);
     ao_extents_clear(&c->free);
@@ -503,7 +527,7 @@ static void poll_locked(void)
                     if (!b->freed) ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)b->size);
                 chunk_unmap(c);
                 ao_rec_memory(s->layer, -(int64_t)c->size, (int64_t)c->size);
-                c->state = AO_OFFLOADED;
+                chunk_set(c, AO_OFFLOADED);
             }
             if (c->state == AO_RELOADING && s->state == AO_RESIDENT) {
                 for (ao_buffer_t *b = c->buffers; b; b = b->next)
@@ -511,7 +535,7 @@ static void poll_locked(void)
                         ao_host_free(b->host, b->size);
                         b->host = NULL;
                     }
-                c->state = AO_RESIDENT;
+                chunk_set(c, AO_RESIDENT);
             }
         }
         if (!s->chunks && s->ended && s != E.open &&
@@ -734,12 +758,18 @@ static void defer_host_slots(ao_chunk_t *c)
 
 // Copy a chunk out: every live buffer gets a host slot, or none is copied
 // (the chunk is unmapped as a whole, so it goes as a whole).
-static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
+// Host slots for every live buffer of a chunk, or none (the chunk then stays).
+// Pinning new host memory is slow: done before the copies are timed.
+static bool offload_prepare(ao_chunk_t *c)
 {
-    if (c->state != AO_RESIDENT || !c->nlive) return 0;
+    if (c->state != AO_RESIDENT || !c->nlive) return false;
+    if (c->graph_pinned) {
+        ao_stat_add(AO_STAT_KEPT_GRAPH, 1);
+        return false;
+    }
     if (chunk_has_kept(c)) {
         ao_stat_add(AO_STAT_KEPT_BY_USER, 1);
-        return 0;
+        return false;
     }
     for (ao_buffer_t *b = c->buffers; b; b = b->next) {
         if (b->freed) continue;
@@ -754,8 +784,14 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
             ao_stat_add(AO_STAT_KEPT_PIN_FAILED, c->nlive);
             WARN_ONCE("pinning host memory failed: some layers stay on the device");
         }
-        return 0;
+        return false;
     }
+    return true;
+}
+
+// Queue a prepared chunk's copies on the offload stream.
+static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
+{
     uint64_t bytes = 0;
     for (ao_buffer_t *b = c->buffers; b; b = b->next) {
         if (b->freed) continue;
@@ -770,7 +806,10 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
         (*buffers)++;
         ao_stat_add(AO_STAT_OFFLOADED_BUFFERS, 1);
     }
-    c->state = AO_OFFLOADING;
+    // Until the release point the layer's own stream (the next layer's
+    // kernels) reads it as scheduled; another stream makes the release wait.
+    c->safe_stream = c->scope->stream;
+    chunk_set(c, AO_OFFLOADING);
     return bytes;
 }
 
@@ -791,10 +830,14 @@ static void offload(ao_scope_t *s)
     s->offload_deferred = false;
     if (!layer_selected(s->layer) || !s->ev_end) return;
     if (ao_real.cuStreamWaitEvent(E.d2h, s->ev_end, 0) != CUDA_SUCCESS) return;
+    bool any = false;
+    for (ao_chunk_t *c = s->chunks; c; c = c->next) any |= c->prepared = offload_prepare(c);
+    if (!any) return;
     CUevent t0 = record(E.d2h, true);
     uint64_t bytes = 0;
     unsigned buffers = 0;
-    for (ao_chunk_t *c = s->chunks; c; c = c->next) bytes += offload_chunk(c, &buffers);
+    for (ao_chunk_t *c = s->chunks; c; c = c->next)
+        if (c->prepared) bytes += offload_chunk(c, &buffers), c->prepared = false;
     if (!bytes) {
         event_put(t0, true);
         return;
@@ -815,6 +858,12 @@ static void release_point(int mb, const ao_scope_t *except)
         if (s->mb == mb && s != except && s->state == AO_OFFLOADING && !s->release_recorded) {
             s->ev_release = record(s->stream, false);
             s->release_recorded = s->ev_release != NULL;
+            // From here on, a use is outside the schedule: the scan must see it.
+            for (ao_chunk_t *c = s->chunks; c && s->release_recorded; c = c->next)
+                if (c->state == AO_OFFLOADING) {
+                    c->safe_stream = NULL;
+                    chunk_set(c, AO_OFFLOADING);
+                }
         }
 }
 
@@ -825,7 +874,8 @@ static void cancel_chunk(ao_chunk_t *c)
     event_put(c->ev_copy, false);
     c->ev_copy = record(E.d2h, false);
     defer_host_slots(c);
-    c->state = AO_RESIDENT;
+    c->safe_stream = NULL;
+    chunk_set(c, AO_RESIDENT);
     ao_stat_add(AO_STAT_OFFLOADS_CANCELLED, 1);
 }
 
@@ -866,7 +916,8 @@ static int reload(ao_scope_t *s, bool missed)
             bytes += b->size;
             buffers++;
         }
-        c->state = AO_RELOADING;
+        c->safe_stream = NULL;
+        chunk_set(c, AO_RELOADING);
     }
     if (t0) {
         event_put(s->ev_reloaded, false);
@@ -1034,6 +1085,11 @@ int ao_engine_backward_begin(int layer)
         if (!s || s->state != AO_RELOADING) continue;
         if (!w0) w0 = record(cs, true);
         ao_real.cuStreamWaitEvent(cs, s->ev_reloaded, 0);
+        for (ao_chunk_t *c = s->chunks; c; c = c->next)
+            if (c->state == AO_RELOADING) {
+                c->safe_stream = cs; // launches on cs need no more than this wait
+                chunk_set(c, AO_RELOADING);
+            }
     }
     if (w0) timed_add(w0, record(cs, true), AO_REC_WAIT, layer, mb, 0);
     return leave(rc);
@@ -1078,17 +1134,14 @@ int ao_engine_step_end(void)
 int ao_engine_set_microbatch(int mb)
 {
     CHECK_ID("aoshim_set_microbatch", mb, AO_MAX_MB);
-    if (ao_engine_off) return AOSHIM_EDISABLED;
-    pthread_mutex_lock(&E.mu);
+    int rc = enter(); // a boundary like the others: releases are polled here too
+    if (rc) return rc;
     if (E.open) {
-        int open = E.open->layer;
-        pthread_mutex_unlock(&E.mu);
-        WARN_ONCE("aoshim_set_microbatch(%d) inside layer %d", mb, open);
-        return AOSHIM_ESTATE;
+        WARN_ONCE("aoshim_set_microbatch(%d) inside layer %d", mb, E.open->layer);
+        return leave(AOSHIM_ESTATE);
     }
     E.mb = mb;
-    pthread_mutex_unlock(&E.mu);
-    return 0;
+    return leave(0);
 }
 
 int ao_engine_set_stream(CUstream s)
@@ -1122,4 +1175,70 @@ int ao_engine_keep(CUdeviceptr p)
         WARN_ONCE("aoshim_keep(%p): the buffer is already offloaded; it comes back at its backward",
                   (void *)p);
     return rc;
+}
+
+// --- the safety net's slow path ---------------------------------------------------------------
+CUstream ao_engine_safe_stream(const void *chunk)
+{
+    return chunk ? ((const ao_chunk_t *)chunk)->safe_stream : NULL;
+}
+
+static bool stream_capturing(CUstream s)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    return __atomic_load_n(&ao_capturing, __ATOMIC_RELAXED) &&
+           ao_real.cuStreamIsCapturing(s, &cs) == CUDA_SUCCESS &&
+           cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+// A launch, copy or set on stream s is about to touch p, whose chunk is not
+// plainly resident (or a capture is in progress). Make it safe before the
+// work is enqueued: cancel a release still pending, reload what is away,
+// make s wait (on the GPU) for a reload it has not waited for. Captured work
+// cannot wait on an event recorded outside its capture, so there the host
+// waits for the reload, and the chunk stays on the device from then on.
+void ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
+{
+    if (ao_engine_off) return;
+    pthread_mutex_lock(&E.mu);
+    ao_chunk_t *c = ao_vmm_owns(p) ? ao_vmm.owner[ao_vmm_index(p)] : NULL;
+    if (!c) {
+        pthread_mutex_unlock(&E.mu);
+        return;
+    }
+    ao_scope_t *sc = c->scope;
+    bool capturing = stream_capturing(s), late = false;
+    if (c->state == AO_OFFLOADING && !sc->release_recorded && !capturing) {
+        // A scheduled read from another stream: the release waits for it.
+        note_stream_locked(s);
+        free_event(c, s);
+    } else if (c->state == AO_OFFLOADING) {
+        cancel_chunk(c); // past its release point: keep it; the device copy is intact
+        late = true;
+    } else if (c->state == AO_OFFLOADED) {
+        reload(sc, false);
+        late = true;
+    }
+    if (c->state == AO_RELOADING) {
+        if (capturing) {
+            ao_real.cuEventSynchronize(sc->ev_reloaded);
+            poll_locked();
+        } else if (c->safe_stream != s) {
+            ao_real.cuStreamWaitEvent(s, sc->ev_reloaded, 0);
+            if (!c->safe_stream) {
+                c->safe_stream = s;
+                chunk_set(c, AO_RELOADING);
+            }
+            late = true;
+        }
+    }
+    if (capturing) c->graph_pinned = true;
+    if (late) {
+        ao_stat_add(AO_STAT_LATE_RELOADS, 1);
+        ao_rec_late_reload(sc->layer, sc->mb, what);
+        WARN_ONCE("late reload: %s touched layer %d (microbatch %d) outside the schedule; the "
+                  "launch waits for it on the GPU (counted in the summary)",
+                  what, sc->layer, sc->mb);
+    }
+    pthread_mutex_unlock(&E.mu);
 }

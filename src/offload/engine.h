@@ -71,6 +71,9 @@ int ao_engine_set_microbatch(int mb);
 int ao_engine_set_stream(CUstream s);
 int ao_engine_keep(CUdeviceptr p);
 
+// The stream a reloading chunk is already safe on (see scan.h).
+CUstream ao_engine_safe_stream(const void *chunk);
+
 // Set in a forked child and under AOSHIM_ENABLE=0: everything passes through.
 extern bool ao_engine_off;
 // Why the engine will not offload in this process (NULL: it will): said once

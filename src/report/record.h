@@ -32,5 +32,8 @@ void ao_rec_memory(int layer, int64_t resident_delta, int64_t offloaded_delta);
 void ao_rec_alloc(int layer, uint64_t bytes);
 // aoshim_step_end.
 void ao_rec_step(void);
+// The device, once known (engine start): its name and memory capacity in
+// bytes (0: unknown). The name is copied.
+void ao_rec_device(const char *name, uint64_t capacity);
 
 #endif // AO_RECORD_H

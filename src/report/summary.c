@@ -1,62 +1,405 @@
 // SPDX-License-Identifier: MIT
+// The exit summary (text) and the JSON report: one set of emitter calls
+// writes both (emitter.h), so every number the text shows is the JSON's.
+// Neither calls CUDA: the driver may already be torn down at exit.
+#define _GNU_SOURCE 1
 #include "summary.h"
 
-#include <stdarg.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "aoshim.h"
+#include "config.h"
+#include "emitter.h"
+#include "offload/engine.h"
+#include "report.h"
 #include "stats.h"
 
-const char *ao_fmt_bytes(char *buf, unsigned long size, unsigned long long bytes)
+#define R ao_rec
+
+static double gbps(uint64_t bytes, uint64_t ns)
 {
-    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)bytes;
-    int u = 0;
-    while (v >= 1024 && u < 4) v /= 1024, u++;
-    if (u == 0) snprintf(buf, size, "%llu B", bytes);
-    else snprintf(buf, size, "%.1f %s", v, unit[u]);
-    return buf;
+    return ns ? (double)bytes / (double)ns : 0.0; // bytes per ns = GB/s
 }
 
-static void row(int fd, const char *label, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void row(int fd, const char *label, const char *fmt, ...)
+// --- the part the text and the JSON share -------------------------------------------------
+static void emit_summary(ao_emitter_t *e)
 {
-    char line[256];
-    int n = snprintf(line, sizeof line, "aoshim: %-34s ", label);
-    va_list ap;
-    va_start(ap, fmt);
-    n += vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
-    line[n++] = '\n';
-    ao_write_line(fd, line, (size_t)n);
-}
-
-void ao_summary_write(int fd)
-{
-    char a[32], b[32], c[32];
     uint64_t peak = ao_stat_get(AO_STAT_PEAK_DEVICE_BYTES);
     uint64_t without = ao_stat_get(AO_STAT_PEAK_WITHOUT_BYTES);
     uint64_t saved = without > peak ? without - peak : 0;
-    row(fd, "memory summary", "pid %d", (int)getpid());
-    row(fd, "peak device memory", "%s", ao_fmt_bytes(a, sizeof a, peak));
-    row(fd, "peak without offloading", "%s (saved %s, %.1f%%)", ao_fmt_bytes(b, sizeof b, without),
-        ao_fmt_bytes(c, sizeof c, saved), without ? 100.0 * (double)saved / (double)without : 0.0);
-    row(fd, "offloaded / reloaded", "%s / %s", ao_fmt_bytes(a, sizeof a, ao_stat_get(AO_STAT_OFFLOADED_BYTES)),
-        ao_fmt_bytes(b, sizeof b, ao_stat_get(AO_STAT_RELOADED_BYTES)));
-    row(fd, "layer offloads", "%llu", (unsigned long long)ao_stat_get(AO_STAT_LAYERS_OFFLOADED));
-    row(fd, "compute stream waited on reloads", "%.3f ms",
-        (double)ao_stat_get(AO_STAT_RELOAD_WAIT_NS) / 1e6);
-    row(fd, "prefetches missed", "%llu", (unsigned long long)ao_stat_get(AO_STAT_PREFETCH_MISSED));
-    row(fd, "pinned host pool", "%s in %llu pin calls",
-        ao_fmt_bytes(a, sizeof a, ao_stat_get(AO_STAT_PINNED_HOST_BYTES)),
-        (unsigned long long)ao_stat_get(AO_STAT_PIN_CALLS));
-    row(fd, "kept resident", "too small %llu, host limit %llu, pin failed %llu, aoshim_keep %llu, no device memory %llu",
-        (unsigned long long)ao_stat_get(AO_STAT_KEPT_SMALL),
-        (unsigned long long)ao_stat_get(AO_STAT_KEPT_HOST_LIMIT),
-        (unsigned long long)ao_stat_get(AO_STAT_KEPT_PIN_FAILED),
-        (unsigned long long)ao_stat_get(AO_STAT_KEPT_BY_USER),
-        (unsigned long long)ao_stat_get(AO_STAT_KEPT_NO_DEVICE_SPACE));
+    uint64_t d2h_b = 0, d2h_ns = 0, h2d_b = 0, h2d_ns = 0, reloads = 0;
+    for (int l = -1; l <= R.max_layer; l++) {
+        const ao_rec_layer_t *x = &R.layer[l + 1];
+        d2h_b += x->d2h_bytes, d2h_ns += x->d2h_ns, h2d_b += x->h2d_bytes, h2d_ns += x->h2d_ns;
+        reloads += x->reloads;
+    }
+    ao_emit_obj_begin(e, "summary");
+    ao_emit_kv(e, "peak device memory", "peak_device_bytes", AO_BYTES(peak));
+    ao_emit_row_begin(e, "peak without offloading");
+    ao_emit_val(e, NULL, "peak_without_offloading_bytes", AO_BYTES(without));
+    ao_emit_val(e, " (saved ", "saved_bytes", AO_BYTES(saved));
+    ao_emit_val(e, ", ", "saved_percent",
+                AO_PCT(without ? 100.0 * (double)saved / (double)without : 0.0));
+    ao_emit_val(e, ")", NULL, AO_STR(""));
+    ao_emit_row_end(e);
+    ao_emit_row_begin(e, "offloaded / reloaded");
+    ao_emit_val(e, NULL, "offloaded_bytes", AO_BYTES(ao_stat_get(AO_STAT_OFFLOADED_BYTES)));
+    ao_emit_val(e, " / ", "reloaded_bytes", AO_BYTES(ao_stat_get(AO_STAT_RELOADED_BYTES)));
+    ao_emit_row_end(e);
+    ao_emit_row_begin(e, "layer offloads / reloads");
+    ao_emit_val(e, NULL, "layer_offloads", AO_U64(ao_stat_get(AO_STAT_LAYERS_OFFLOADED)));
+    ao_emit_val(e, " / ", "layer_reloads", AO_U64(reloads));
+    ao_emit_val(e, " (buffers offloaded ", "buffers_offloaded",
+                AO_U64(ao_stat_get(AO_STAT_OFFLOADED_BUFFERS)));
+    ao_emit_val(e, ", tracked ", "buffers_tracked", AO_U64(ao_stat_get(AO_STAT_TRACKED_BUFFERS)));
+    ao_emit_val(e, ")", NULL, AO_STR(""));
+    ao_emit_row_end(e);
+    ao_emit_row_begin(e, "offload copies (D2H)");
+    ao_emit_val(e, NULL, "d2h_gbps", AO_GBPS(gbps(d2h_b, d2h_ns)));
+    ao_emit_val(e, " (", "d2h_bytes_timed", AO_BYTES(d2h_b));
+    ao_emit_val(e, " in ", "d2h_ns", AO_NS(d2h_ns));
+    ao_emit_val(e, ")", NULL, AO_STR(""));
+    ao_emit_row_end(e);
+    ao_emit_row_begin(e, "reload copies (H2D)");
+    ao_emit_val(e, NULL, "h2d_gbps", AO_GBPS(gbps(h2d_b, h2d_ns)));
+    ao_emit_val(e, " (", "h2d_bytes_timed", AO_BYTES(h2d_b));
+    ao_emit_val(e, " in ", "h2d_ns", AO_NS(h2d_ns));
+    ao_emit_val(e, ")", NULL, AO_STR(""));
+    ao_emit_row_end(e);
+    ao_emit_kv(e, "compute stream waited on reloads", "reload_wait_ns",
+               AO_NS(ao_stat_get(AO_STAT_RELOAD_WAIT_NS)));
+    ao_emit_kv(e, "prefetches missed", "prefetches_missed",
+               AO_U64(ao_stat_get(AO_STAT_PREFETCH_MISSED)));
+    ao_emit_kv(e, "late reloads", "late_reloads", AO_U64(ao_stat_get(AO_STAT_LATE_RELOADS)));
+    ao_emit_row_begin(e, "pinned host pool");
+    ao_emit_val(e, NULL, "pinned_host_bytes", AO_BYTES(ao_stat_get(AO_STAT_PINNED_HOST_BYTES)));
+    ao_emit_val(e, " in ", "pin_calls", AO_U64(ao_stat_get(AO_STAT_PIN_CALLS)));
+    ao_emit_val(e, " pin calls, peak ", "pinned_host_peak_bytes",
+                AO_BYTES(R.pinned_peak > ao_stat_get(AO_STAT_PINNED_HOST_BYTES)
+                             ? R.pinned_peak
+                             : ao_stat_get(AO_STAT_PINNED_HOST_BYTES)));
+    ao_emit_row_end(e);
+    ao_emit_row_begin(e, "kept resident");
+    ao_emit_obj_begin(e, "kept_resident");
+    ao_emit_val(e, "too small ", "too_small", AO_U64(ao_stat_get(AO_STAT_KEPT_SMALL)));
+    ao_emit_val(e, ", host limit ", "host_limit", AO_U64(ao_stat_get(AO_STAT_KEPT_HOST_LIMIT)));
+    ao_emit_val(e, ", pin failed ", "pin_failed", AO_U64(ao_stat_get(AO_STAT_KEPT_PIN_FAILED)));
+    ao_emit_val(e, ", aoshim_keep ", "aoshim_keep", AO_U64(ao_stat_get(AO_STAT_KEPT_BY_USER)));
+    ao_emit_val(e, ", no device memory ", "no_device_memory",
+                AO_U64(ao_stat_get(AO_STAT_KEPT_NO_DEVICE_SPACE)));
+    ao_emit_val(e, ", graph ", "graph", AO_U64(ao_stat_get(AO_STAT_KEPT_GRAPH)));
+    ao_emit_obj_end(e);
+    ao_emit_row_end(e);
+    // The allocator as the process configured it. aoshim sets
+    // backend:cudaMallocAsync itself when PYTORCH_CUDA_ALLOC_CONF is unset.
+    const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+    const char *nocache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+    ao_emit_row_begin(e, "allocator");
+    ao_emit_obj_begin(e, "allocator");
+    ao_emit_val(e, "PYTORCH_CUDA_ALLOC_CONF=", "pytorch_cuda_alloc_conf",
+                AO_STR(conf ? conf : "(unset)"));
+    if (nocache)
+        ao_emit_val(e, ", PYTORCH_NO_CUDA_MEMORY_CACHING=", "pytorch_no_cuda_memory_caching",
+                    AO_STR(nocache));
+    ao_emit_val(e, "; ", "offloading",
+                AO_STR(ao_engine_off        ? "off"
+                       : ao_engine_declined ? "declined"
+                                            : "on"));
+    if (ao_engine_declined) ao_emit_json(e, "declined_because", AO_STR(ao_engine_declined));
+    ao_emit_obj_end(e);
+    ao_emit_row_end(e);
+    ao_emit_obj_end(e);
+}
+
+static const ao_emit_col_t layer_cols[] = {
+    {"layer", "layer", 5},
+    {"buffers", "buffers", 8},
+    {"tracked_bytes", "tracked", 10},
+    {"offloads", "offloads", 8},
+    {"offloaded_bytes", "offloaded", 10},
+    {"offload_ns", "offload", 11},
+    {"reloads", "reloads", 7},
+    {"reload_ns", "reload", 11},
+    {"wait_ns", "wait", 11},
+    {"prefetches_missed", "missed", 6},
+    {"late_reloads", "late", 5},
+};
+#define NLAYER_COLS ((int)(sizeof layer_cols / sizeof *layer_cols))
+
+static void emit_layers(ao_emitter_t *e)
+{
+    ao_emit_table_begin(e, "layers", "per layer (times are GPU time, all steps)", layer_cols,
+                        NLAYER_COLS);
+    for (int l = -1; l <= R.max_layer; l++) {
+        const ao_rec_layer_t *x = &R.layer[l + 1];
+        if (!x->seen || (l < 0 && !x->buffers && !x->offloads)) continue;
+        ao_emit_val_t v[NLAYER_COLS] = {
+            AO_I64(l),
+            AO_U64(x->buffers),
+            AO_BYTES(x->tracked_bytes),
+            AO_U64(x->offloads),
+            AO_BYTES(x->offloaded_bytes),
+            AO_NS(x->d2h_ns),
+            AO_U64(x->reloads),
+            AO_NS(x->h2d_ns),
+            AO_NS(x->wait_ns),
+            AO_U64(x->missed),
+            AO_U64(x->late),
+        };
+        ao_emit_table_row(e, v);
+    }
+    ao_emit_table_end(e);
+}
+
+// --- text -------------------------------------------------------------------------------------
+void ao_summary_write(int fd)
+{
+    bool locked = ao_rec_lock_for_report();
+    ao_rec_finish_locked();
+    ao_emitter_t e;
+    ao_emit_init(&e, fd, AO_EMIT_TEXT);
+    // The pid goes on the first line only, so the rest is the same for the
+    // same workload (the golden test skips this line).
+    ao_emit_printf(&e, "aoshim: %-34s pid %d\n", "memory summary", (int)getpid());
+    emit_summary(&e);
+    emit_layers(&e);
+    ao_emit_flush(&e);
+    ao_rec_unlock(locked);
+}
+
+// --- JSON: the rest -------------------------------------------------------------------------
+static void emit_cmdline(ao_emitter_t *e)
+{
+    char buf[8192];
+    ssize_t n = 0;
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+    }
+    if (n < 0) n = 0;
+    buf[n] = '\0';
+    ao_emit_arr_begin(e, "command_line");
+    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1)
+        ao_emit_json(e, NULL, AO_STR(buf + i));
+    ao_emit_arr_end(e);
+}
+
+static void emit_options(ao_emitter_t *e)
+{
+    const char *name, *def, *help;
+    ao_emit_obj_begin(e, "options");
+    for (size_t i = 0; ao_config_describe(i, &name, &def, &help); i++) {
+        char var[80];
+        snprintf(var, sizeof var, "AOSHIM_%s", name);
+        const char *v = getenv(var);
+        ao_emit_json(e, var, AO_STR(v ? v : def)); // every value parsed: the text is the effect
+    }
+    ao_emit_obj_end(e);
+}
+
+static void emit_steps(ao_emitter_t *e)
+{
+    ao_emit_obj_begin(e, "steps");
+    ao_emit_json(e, "count", AO_U64(R.nstep));
+    ao_emit_json(e, "stride", AO_U64(R.step_stride));
+    ao_emit_arr_begin(e, "items");
+    for (int i = 0; i < R.nsteps; i++) {
+        const ao_rec_step_t *s = &R.steps[i];
+        ao_emit_obj_begin(e, NULL);
+        ao_emit_json(e, "step", AO_U64(s->step));
+        ao_emit_json(e, "t_ns", AO_U64(s->t_ns));
+        ao_emit_json(e, "peak_device_bytes", AO_U64(s->peak));
+        ao_emit_json(e, "peak_without_offloading_bytes", AO_U64(s->peak_without));
+        ao_emit_json(e, "offloads", AO_U64(s->offloads));
+        ao_emit_json(e, "offloaded_bytes", AO_U64(s->offloaded_bytes));
+        ao_emit_json(e, "reloads", AO_U64(s->reloads));
+        ao_emit_json(e, "reloaded_bytes", AO_U64(s->reloaded_bytes));
+        ao_emit_json(e, "offload_ns", AO_U64(s->d2h_ns));
+        ao_emit_json(e, "reload_ns", AO_U64(s->h2d_ns));
+        ao_emit_json(e, "wait_ns", AO_U64(s->wait_ns));
+        ao_emit_json(e, "prefetches_missed", AO_U64(s->missed));
+        ao_emit_json(e, "late_reloads", AO_U64(s->late));
+        ao_emit_obj_end(e);
+    }
+    ao_emit_arr_end(e);
+    ao_emit_obj_end(e);
+}
+
+static void emit_timeline(ao_emitter_t *e)
+{
+    ao_emit_obj_begin(e, "timeline");
+    ao_emit_json(e, "clock", AO_STR("CLOCK_MONOTONIC, ns since aoshim's first event"));
+    ao_emit_json(e, "max_samples", AO_U64(AO_TL_MAX));
+    ao_emit_json(e, "min_interval_ns", AO_U64(R.tl_width));
+    int top = R.max_layer + 1 < AO_TL_LAYERS ? R.max_layer + 1 : AO_TL_LAYERS - 1;
+    ao_emit_arr_begin(e, "layers"); // the series of layer_bytes; -1: no layer's
+    for (int s = 0; s <= top; s++)
+        ao_emit_json(e, NULL, AO_I64(s - 1));
+    ao_emit_arr_end(e);
+    if (R.max_layer + 1 >= AO_TL_LAYERS)
+        ao_emit_json(e, "last_series_sums_layers_from", AO_I64(AO_TL_LAYERS - 2));
+    ao_emit_arr_begin(e, "samples");
+    for (int i = 0; i < R.ntl; i++) {
+        const ao_rec_bucket_t *b = &R.tl[i];
+        ao_emit_obj_begin(e, NULL);
+        ao_emit_json(e, "t_ns", AO_U64(b->t1));
+        ao_emit_json(e, "t_start_ns", AO_U64(b->t0));
+        ao_emit_json(e, "device_bytes", AO_U64(b->device));
+        ao_emit_json(e, "without_offloading_bytes", AO_U64(b->without));
+        ao_emit_json(e, "untracked_bytes", AO_U64(b->passthrough));
+        ao_emit_json(e, "offloaded_bytes", AO_U64(b->offloaded));
+        ao_emit_json(e, "pinned_host_bytes", AO_U64(b->pinned));
+        ao_emit_json(e, "peak_device_bytes", AO_U64(b->peak));
+        ao_emit_json(e, "peak_t_ns", AO_U64(b->t_peak));
+        ao_emit_json(e, "peak_without_offloading_bytes", AO_U64(b->peak_without));
+        ao_emit_arr_begin(e, "layer_bytes");
+        const uint64_t *row = &R.tl_layer[(size_t)i * AO_TL_LAYERS];
+        for (int s = 0; s <= top; s++)
+            ao_emit_json(e, NULL, AO_U64(row[s]));
+        ao_emit_arr_end(e);
+        ao_emit_obj_end(e);
+    }
+    ao_emit_arr_end(e);
+    ao_emit_obj_end(e);
+}
+
+static int site_cmp(const void *a, const void *b)
+{
+    const ao_rec_site_t *x = *(ao_rec_site_t *const *)a, *y = *(ao_rec_site_t *const *)b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+// Frames inside aoshim and the CUDA libraries say nothing about the program.
+static bool frame_is_ours(const char *module)
+{
+    return strstr(module, "libaoshim") || strstr(module, "libcudart") ||
+           strncmp(module, "libcuda.", 8) == 0 || strstr(module, "libunwind");
+}
+
+static void emit_sites(ao_emitter_t *e)
+{
+    enum { TOP = 20, FRAMES = 8 };
+    ao_emit_obj_begin(e, "call_sites");
+    ao_emit_json(e, "enabled", AO_BOOL(ao_config.stacks));
+    ao_emit_json(e, "stacks_captured", AO_U64(R.stacks_captured));
+    ao_emit_json(e, "distinct", AO_U64(R.nsites));
+    ao_emit_json(e, "dropped_count", AO_U64(R.sites_dropped_count));
+    ao_emit_json(e, "dropped_bytes", AO_U64(R.sites_dropped_bytes));
+    ao_rec_site_t *top[TOP];
+    int n = 0;
+    uint64_t total = 0;
+    for (uint32_t i = 0; R.sites && i < AO_SITES_MAX; i++) {
+        ao_rec_site_t *s = &R.sites[i];
+        if (!s->hash) continue;
+        total += s->bytes;
+        if (n < TOP)
+            top[n++] = s;
+        else if (s->bytes > top[TOP - 1]->bytes)
+            top[TOP - 1] = s;
+        else
+            continue;
+        qsort(top, (size_t)n, sizeof *top, site_cmp);
+    }
+    ao_emit_arr_begin(e, "top");
+    for (int i = 0; i < n; i++) {
+        ao_rec_site_t *s = top[i];
+        ao_emit_obj_begin(e, NULL);
+        ao_emit_json(e, "bytes", AO_U64(s->bytes));
+        ao_emit_json(e, "count", AO_U64(s->count));
+        ao_emit_json(e, "share_percent",
+                     AO_PCT(total ? 100.0 * (double)s->bytes / (double)total : 0));
+        ao_emit_json(e, "layer_first", AO_I64(s->layer_min));
+        ao_emit_json(e, "layer_last", AO_I64(s->layer_max));
+        ao_emit_arr_begin(e, "frames");
+        int shown = 0;
+        for (uint32_t f = 0; f < s->depth && shown < FRAMES; f++) {
+            const char *mod, *sym;
+            uint64_t off;
+            ao_rec_symbolize(s->pc[f], &mod, &sym, &off);
+            if (shown == 0 && frame_is_ours(mod)) continue;
+            shown++;
+            ao_emit_obj_begin(e, NULL);
+            ao_emit_json(e, "module", AO_STR(mod));
+            ao_emit_json(e, "symbol", AO_STR(sym));
+            ao_emit_json(e, "offset", AO_U64(off));
+            ao_emit_obj_end(e);
+        }
+        ao_emit_arr_end(e);
+        ao_emit_obj_end(e);
+    }
+    ao_emit_arr_end(e);
+    ao_emit_obj_end(e);
+}
+
+static void emit_stats(ao_emitter_t *e)
+{
+    static const char *const names[] = {
+#define X(NAME, label) #NAME,
+        AO_STATS(X)
+#undef X
+    };
+    ao_emit_obj_begin(e, "counters"); // every counter of stats.h, by its name
+    for (int i = 0; i < AO_STAT_COUNT; i++) {
+        char key[64];
+        size_t k = 0;
+        for (const char *p = names[i]; *p && k < sizeof key - 1; p++)
+            key[k++] = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+        key[k] = '\0';
+        ao_emit_json(e, key, AO_U64(ao_stat_get((ao_stat_t)i)));
+    }
+    ao_emit_obj_end(e);
+}
+
+int ao_report_rank(void)
+{
+    const char *r = getenv("RANK");
+    if (!r || !*r) r = getenv("LOCAL_RANK");
+    return r && *r ? atoi(r) : 0;
+}
+
+void ao_report_json(int fd)
+{
+    bool locked = ao_rec_lock_for_report();
+    ao_rec_finish_locked();
+    ao_emitter_t e;
+    ao_emit_init(&e, fd, AO_EMIT_JSON);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    ao_emit_begin(&e);
+    ao_emit_json(&e, "schema_version", AO_U64(1));
+    ao_emit_json(&e, "tool", AO_STR("aoshim"));
+    ao_emit_json(&e, "version", AO_STR(AO_REPORT_VERSION));
+    ao_emit_json(&e, "pid", AO_U64(getpid()));
+    ao_emit_json(&e, "rank", AO_I64(ao_report_rank()));
+    ao_emit_json(&e, "host", AO_STR(host));
+    emit_cmdline(&e);
+    emit_options(&e);
+    ao_emit_obj_begin(&e, "device");
+    ao_emit_json(&e, "name", AO_STR(R.device_name[0] ? R.device_name : NULL));
+    ao_emit_json(&e, "capacity_bytes", AO_U64(R.device_capacity));
+    ao_emit_obj_end(&e);
+    emit_summary(&e);
+    emit_layers(&e);
+    emit_steps(&e);
+    emit_timeline(&e);
+    emit_sites(&e);
+    ao_emit_obj_begin(&e, "trace");
+    ao_emit_json(&e, "gpu_intervals", AO_U64(R.nspans));
+    ao_emit_json(&e, "gpu_intervals_dropped", AO_U64(R.spans_dropped));
+    // A copy whose completion the engine had not yet seen at exit has no
+    // GPU time (the report never calls CUDA): issued - timed of them.
+    ao_emit_json(&e, "offload_copies_issued", AO_U64(R.issued[0]));
+    ao_emit_json(&e, "offload_copies_timed", AO_U64(R.timed[0]));
+    ao_emit_json(&e, "reload_copies_issued", AO_U64(R.issued[1]));
+    ao_emit_json(&e, "reload_copies_timed", AO_U64(R.timed[1]));
+    ao_emit_json(&e, "late_reloads_dropped", AO_U64(R.late_dropped));
+    ao_emit_obj_end(&e);
+    emit_stats(&e);
+    ao_emit_end(&e);
+    ao_rec_unlock(locked);
 }

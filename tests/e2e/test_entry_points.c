@@ -57,6 +57,40 @@ Test(entry_points, nothing_is_tracked_without_the_shim)
     }
 }
 
+// The safety net on every launch and copy path: layer 0's buffer is
+// offloaded, then read through the path; the bytes come back right and one
+// late reload is counted for it.
+static const char *const launch_paths[] = {
+    "cudaLaunchKernel",     "cudaLaunchKernelExC",
+    "cuLaunchKernel",       "cuLaunchKernel:extra",
+    "cuLaunchKernelEx",     "cuGetProcAddress:cuLaunchKernel",
+    "cudaGetDriverEntryPoint:cuLaunchKernel",
+    "cudaMemcpyAsync",      "cuMemcpyDtoH",
+    "cudaMemcpy:DeviceToDevice",
+    "static-runtime:dlsym:cuLaunchKernel",
+    "static-runtime:cuGetProcAddress:cuLaunchKernel",
+};
+
+Test(safety_net, every_launch_and_copy_path_reloads_first)
+{
+    const char *prog = getenv("AO_TEST_LAUNCH_PATHS"), *shim = getenv("AO_TEST_SHIM");
+    cr_assert(prog && shim);
+    char cmd[2048], out[8192], want[256];
+    // A single number is a count of first layers: 1 offloads layer 0.
+    snprintf(cmd, sizeof cmd,
+             "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_QUIET=1 SIM_QUIET=1 %s", shim, prog);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault):\n%s", st, out);
+    for (size_t i = 0; i < sizeof launch_paths / sizeof *launch_paths; i++) {
+        snprintf(want, sizeof want, "path=%s ok=1 late=1\n", launch_paths[i]);
+        cr_expect(strstr(out, want) != NULL, "missing \"%s\" in:\n%s", want, out);
+    }
+}
+
 // libaoshim.so resolves CUDA at run time: no NEEDED entry for either library,
 // and it exports only the entry points it interposes and the aoshim_ API.
 Test(libaoshim, links_no_cuda_library_and_exports_only_its_api)
@@ -84,8 +118,11 @@ Test(libaoshim, links_no_cuda_library_and_exports_only_its_api)
         cr_assert(name);
         name++;
         exported++;
-        cr_expect(strncmp(name, "aoshim_", 7) == 0 || strncmp(name, "cuda", 4) == 0 ||
-                      strncmp(name, "cu", 2) == 0,
+        // The control API; the CUDA runtime and driver entry points (cuda*,
+        // __cuda*, cu*); NCCL's collectives; dlsym.
+        cr_expect(strncmp(name, "aoshim_", 7) == 0 || strncmp(name, "cu", 2) == 0 ||
+                      strncmp(name, "__cuda", 6) == 0 || strncmp(name, "nccl", 4) == 0 ||
+                      strcmp(name, "dlsym\n") == 0,
                   "unexpected export %s", name);
     }
     cr_assert_eq(pclose(f), 0);

@@ -121,15 +121,58 @@ Test(e2e, same_bits_prefetch3, .timeout = 60)
     same_bits(DATA, ENV("AOSHIM_PREFETCH=3"));
 }
 
-// A long skip connection: the last layer reads layer 0's output, which the
-// static schedule has offloaded. Only the transparent safety net (launch
-// parameter scan + late reload) makes this correct; until it exists the
-// simulator faults (exit 86). Its own suite, so it is reported apart.
+// --- the safety net ------------------------------------------------------------------------
+// Late reloads as the summary counts them.
+static uint64_t late_reloads(const e2e_result_t *r)
+{
+    const char *v = e2e_summary(r->err, "late reloads");
+    cr_assert(v, "no 'late reloads' row in aoshim's summary:\n%s", r->err);
+    return strtoull(v, NULL, 10);
+}
+
+// A long skip connection: the last layer's forward reads layer 0's output,
+// which the schedule has offloaded. The launch scan finds the pointer in the
+// kernel's parameters and reloads layer 0 before the launch: same bits, no
+// fault, no race, and one late reload per step, on layer 0.
 Test(e2e_safety_net, same_bits_skip, .timeout = 60)
 {
-    cr_log_warn("safety net: a kernel reads an offloaded buffer (long skip); aoshim must reload "
-                "it before the launch (late reload), never let it fault");
-    same_bits(DATA " --skip", NULL);
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, DATA " --skip");
+    expect_ok("without aoshim", &base);
+    e2e_train(&with, true, NULL, DATA " --skip");
+    expect_ok("with aoshim", &with);
+    cr_assert_str_eq(with.checksum, base.checksum);
+    cr_assert_geq(late_reloads(&with), 2, "a late reload per step (2 steps)");
+    cr_assert(strstr(with.err, "touched layer 0 ") != NULL, "the late reload names layer 0:\n%s",
+              with.err);
+    e2e_free(&base);
+    e2e_free(&with);
+}
+
+// A schedule that never announces the backward of layers 2 and 4: their
+// backward kernels find their buffers away (or still on the way back) and
+// each is brought in as a late reload; the bits are the same.
+Test(e2e_safety_net, same_bits_missing_backward_begin, .timeout = 60)
+{
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, DATA " --no-backward-begin 2,4");
+    expect_ok("without aoshim", &base);
+    e2e_train(&with, true, NULL, DATA " --no-backward-begin 2,4");
+    expect_ok("with aoshim", &with);
+    cr_assert_str_eq(with.checksum, base.checksum);
+    cr_assert_geq(late_reloads(&with), 4, "2 layers x 2 steps");
+    e2e_free(&base);
+    e2e_free(&with);
+}
+
+// The schedule alone is complete: no late reload at all.
+Test(e2e_safety_net, no_late_reload_on_a_complete_schedule, .timeout = 60)
+{
+    e2e_result_t with;
+    e2e_train(&with, true, NULL, DATA);
+    expect_ok("with aoshim", &with);
+    cr_assert_eq(late_reloads(&with), 0, "%s", with.err);
+    e2e_free(&with);
 }
 
 // --- memory ---------------------------------------------------------------------------------

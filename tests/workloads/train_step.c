@@ -34,6 +34,7 @@ typedef struct cfg_s {
     uint64_t seed;
     const char *capacity, *profile;
     bool *ckpt; // per layer: recompute in backward instead of saving
+    bool *nobwd; // per layer: no aoshim_backward_begin/end (an incomplete schedule)
 } cfg_t;
 
 static cfg_t cfg = {
@@ -432,7 +433,7 @@ static void bwd_layer(int L, int mb)
     buf_t t_ctx = {0}, t_pd = {0}, t_sm = {0}, t_sc = {0}, dq = {0}, dk = {0}, dv = {0};
     buf_t t_ln1 = {0};
 
-    ao(aoshim_try_backward_begin(L), "aoshim_backward_begin", L);
+    if (!cfg.nobwd[L]) ao(aoshim_try_backward_begin(L), "aoshim_backward_begin", L);
     if (cfg.ckpt[L]) {
         // Activation checkpointing: the forward runs again, inside backward.
         ao(aoshim_try_layer_begin(L), "aoshim_layer_begin", L);
@@ -528,7 +529,7 @@ static void bwd_layer(int L, int mb)
     for (int i = 0; i < SV_COUNT; i++)
         if (i != SV_OUT) dfree(&sv[i]);
     if (L > 0) dfree(x);
-    ao(aoshim_try_backward_end(L), "aoshim_backward_end", L);
+    if (!cfg.nobwd[L]) ao(aoshim_try_backward_end(L), "aoshim_backward_end", L);
 }
 
 static void backward_mb(int mb)
@@ -582,7 +583,8 @@ static void run_step(void)
 static const char usage_line[] =
     "usage: train_step [--layers N] [--hidden H] [--heads A] [--seq S] [--batch B] [--steps K]\n"
     "                  [--microbatches M] [--schedule gpipe|1f1b] [--stages P]\n"
-    "                  [--checkpoint LIST] [--skip] [--fused|--no-fused] [--alloc async|malloc]\n"
+    "                  [--checkpoint LIST] [--no-backward-begin LIST] [--skip]\n"
+    "                  [--fused|--no-fused] [--alloc async|malloc]\n"
     "                  [--seed N] [--nodata] [--capacity SIZE] [--profile h100|a100] [--help]\n";
 
 static void usage_help(void)
@@ -597,6 +599,7 @@ static void usage_help(void)
           "  --microbatches M    microbatches per step, gradients accumulate (1)\n"
           "  --schedule S        gpipe (all forwards, then all backwards) or 1f1b (gpipe)\n"
           "  --stages P          1f1b: run as the first stage of P, P-1 warm-up forwards (2)\n"
+          "  --no-backward-begin LIST  layers whose backward is not announced to aoshim\n"
           "  --checkpoint LIST   layers recomputed in backward, e.g. 1,3 or 0-5\n"
           "  --skip              long skip connection: the last layer reads layer 0's output\n"
           "  --fused, --no-fused flash attention (no s^2 tensors) or not (default not)\n"
@@ -632,11 +635,11 @@ static int parse_int(const char *opt, const char *v, long lo, long hi)
     return (int)x;
 }
 
-// "1,3", "0-5", "2,4-6": which layers recompute instead of saving.
-static void parse_ckpt(const char *v)
+// "1,3", "0-5", "2,4-6": a set of layers (for --checkpoint, --no-backward-begin).
+static void parse_layers(const char *opt, const char *v, bool *set)
 {
     const char *p = v;
-    if (!*p) bad_usage("--checkpoint '': expected a list of layers such as 1,3 or 0-5");
+    if (!*p) bad_usage("%s '': expected a list of layers such as 1,3 or 0-5", opt);
     while (*p) {
         char *end;
         long lo = strtol(p, &end, 10), hi;
@@ -649,7 +652,7 @@ static void parse_ckpt(const char *v)
         }
         if (lo < 0 || hi < lo || hi >= cfg.layers) goto bad;
         for (long i = lo; i <= hi; i++)
-            cfg.ckpt[i] = true;
+            set[i] = true;
         if (*end == ',')
             p = end + 1;
         else if (*end)
@@ -659,8 +662,7 @@ static void parse_ckpt(const char *v)
     }
     return;
 bad:
-    bad_usage("--checkpoint '%s': expected layers in [0, %d] such as 1,3 or 0-5", v,
-              cfg.layers - 1);
+    bad_usage("%s '%s': expected layers in [0, %d] such as 1,3 or 0-5", opt, v, cfg.layers - 1);
 }
 
 static bool valid_size(const char *v)
@@ -688,6 +690,7 @@ static void parse_args(int argc, char **argv)
         O_SCHED,
         O_STAGES,
         O_CKPT,
+        O_NOBWD,
         O_SKIP,
         O_FUSED,
         O_NOFUSED,
@@ -708,6 +711,7 @@ static void parse_args(int argc, char **argv)
         {"schedule", required_argument, 0, O_SCHED},
         {"stages", required_argument, 0, O_STAGES},
         {"checkpoint", required_argument, 0, O_CKPT},
+        {"no-backward-begin", required_argument, 0, O_NOBWD},
         {"skip", no_argument, 0, O_SKIP},
         {"fused", no_argument, 0, O_FUSED},
         {"no-fused", no_argument, 0, O_NOFUSED},
@@ -719,7 +723,7 @@ static void parse_args(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    const char *ckpt_list = NULL;
+    const char *ckpt_list = NULL, *nobwd_list = NULL;
     int c;
     opterr = 0; // our own message, then the usage line
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -758,6 +762,9 @@ static void parse_args(int argc, char **argv)
             break;
         case O_CKPT:
             ckpt_list = optarg;
+            break;
+        case O_NOBWD:
+            nobwd_list = optarg;
             break;
         case O_SKIP:
             cfg.skip = true;
@@ -805,8 +812,10 @@ static void parse_args(int argc, char **argv)
         bad_usage("--hidden %d is not a multiple of --heads %d", cfg.hidden, cfg.heads);
     if (cfg.skip && cfg.layers < 2) bad_usage("--skip needs at least 2 layers");
     cfg.ckpt = calloc((size_t)cfg.layers, sizeof *cfg.ckpt);
-    if (!cfg.ckpt) abort();
-    if (ckpt_list) parse_ckpt(ckpt_list);
+    cfg.nobwd = calloc((size_t)cfg.layers, sizeof *cfg.nobwd);
+    if (!cfg.ckpt || !cfg.nobwd) abort();
+    if (ckpt_list) parse_layers("--checkpoint", ckpt_list, cfg.ckpt);
+    if (nobwd_list) parse_layers("--no-backward-begin", nobwd_list, cfg.nobwd);
 }
 
 // --- checksum ----------------------------------------------------------------------

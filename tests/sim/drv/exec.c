@@ -158,6 +158,56 @@ static uint64_t read_uint(const void *p, uint32_t size)
     return v;
 }
 
+// Run one launch on s (not capturing): footprint and cost from the
+// descriptor, schedule, classify every range (fault), race-check, count, run
+// the body. Shared by cuLaunchKernel and graph replay (graph.c). Lock held.
+CUresult sim_kernel_exec(sim_stream_t *s, CUfunction f, void **args, const sim_launch_t *L)
+{
+    const sim_kernel_desc_t *d = &f->desc;
+    CUresult r;
+    // Footprint and cost from the descriptor.
+    uint64_t addr[SIM_MAX_ACCESSES], bytes[SIM_MAX_ACCESSES];
+    for (int i = 0; i < d->naccess; i++) {
+        const sim_access_t *a = &d->access[i];
+        addr[i] = read_uint(args[a->param], 8);
+        uint64_t count = a->count_param >= 0
+                             ? read_uint(args[a->count_param], d->param_size[a->count_param])
+                             : 1;
+        bytes[i] = a->scale * count;
+    }
+    double flops = d->flops_scale;
+    if (d->flops_param >= 0)
+        flops *= (double)read_uint(args[d->flops_param], d->param_size[d->flops_param]);
+    uint64_t cost = d->ns_fixed;
+    if (flops > 0 && sim_cfg.tflops > 0)
+        cost += (uint64_t)(flops / (sim_cfg.tflops * 1e3)); // flops / (TFLOP/s * 1e12) s, in ns
+
+    sim_op_t op;
+    if ((r = sim_op_begin(&op, s, SIM_ENG_COMPUTE, cost, "kernel", d->name)) != CUDA_SUCCESS)
+        return r;
+    for (int i = 0; i < d->naccess; i++) {
+        if (!bytes[i]) continue;
+        // A kernel reaches device memory and zero-copy (pinned) host memory,
+        // never pageable host memory.
+        sim_memkind_t k = sim_mem_classify(addr[i], bytes[i]);
+        if (k != SIM_MEM_DEVICE && k != SIM_MEM_PINNED)
+            sim_fault("kernel", d->name, s, addr[i], bytes[i]);
+    }
+    for (int i = 0; i < d->naccess; i++)
+        if (bytes[i])
+            sim_hb_access(&op, addr[i], bytes[i],
+                          d->access[i].mode & SIM_W ? SIM_HB_WRITE : SIM_HB_READ);
+    sim_st.launches++;
+    if (!sim_cfg.nodata && d->fn) {
+        // The SIGSEGV backstop names this kernel if its body strays outside
+        // what it declared.
+        sim_fault_set_current(&op);
+        d->fn(args, L);
+        sim_fault_set_current(NULL);
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
                        unsigned shared, CUstream h, bool ptds, void **kernelParams, void **extra)
 {
@@ -223,51 +273,12 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
         goto out;
     }
 
-    // Footprint and cost from the descriptor.
-    uint64_t addr[SIM_MAX_ACCESSES], bytes[SIM_MAX_ACCESSES];
-    for (int i = 0; i < d->naccess; i++) {
-        const sim_access_t *a = &d->access[i];
-        addr[i] = read_uint(args[a->param], 8);
-        uint64_t count = a->count_param >= 0
-                             ? read_uint(args[a->count_param], d->param_size[a->count_param])
-                             : 1;
-        bytes[i] = a->scale * count;
-    }
-    double flops = d->flops_scale;
-    if (d->flops_param >= 0)
-        flops *= (double)read_uint(args[d->flops_param], d->param_size[d->flops_param]);
-    uint64_t cost = d->ns_fixed;
-    if (flops > 0 && sim_cfg.tflops > 0)
-        cost += (uint64_t)(flops / (sim_cfg.tflops * 1e3)); // flops / (TFLOP/s * 1e12) s, in ns
-
-    sim_op_t op;
-    if ((r = sim_op_begin(&op, s, SIM_ENG_COMPUTE, cost, "kernel", d->name)) != CUDA_SUCCESS)
-        goto out;
-    for (int i = 0; i < d->naccess; i++) {
-        if (!bytes[i]) continue;
-        // A kernel reaches device memory and zero-copy (pinned) host memory,
-        // never pageable host memory.
-        sim_memkind_t k = sim_mem_classify(addr[i], bytes[i]);
-        if (k != SIM_MEM_DEVICE && k != SIM_MEM_PINNED)
-            sim_fault("kernel", d->name, s, addr[i], bytes[i]);
-    }
-    for (int i = 0; i < d->naccess; i++)
-        if (bytes[i])
-            sim_hb_access(&op, addr[i], bytes[i],
-                          d->access[i].mode & SIM_W ? SIM_HB_WRITE : SIM_HB_READ);
-    sim_st.launches++;
-    if (!sim_cfg.nodata && d->fn) {
-        sim_launch_t L;
-        memcpy(L.grid, grid, sizeof L.grid);
-        memcpy(L.block, block, sizeof L.block);
-        L.shared_bytes = shared;
-        L.stream = h;
-        // The SIGSEGV backstop names this kernel if its body strays outside
-        // what it declared.
-        sim_fault_set_current(&op);
-        d->fn(args, &L);
-        sim_fault_set_current(NULL);
-    }
+    sim_launch_t L;
+    memcpy(L.grid, grid, sizeof L.grid);
+    memcpy(L.block, block, sizeof L.block);
+    L.shared_bytes = shared;
+    L.stream = h;
+    if ((r = sim_kernel_exec(s, f, args, &L)) != CUDA_SUCCESS) goto out;
     r = CUDA_SUCCESS;
 out:
     sim_leave();

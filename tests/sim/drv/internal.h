@@ -15,7 +15,8 @@
 //               accessibility table, fault diagnostics),
 //        stream.c (streams, events, virtual clock, capture),
 //        hb.c (happens-before checker), exec.c (launch, copies, memset,
-//        kernel registry, param info), proc.c (cuGetProcAddress table).
+//        kernel registry, param info), proc.c (cuGetProcAddress table),
+//        graph.c (instantiate, launch = replay of captured nodes, destroy).
 #ifndef SIM_INTERNAL_H
 #define SIM_INTERNAL_H
 
@@ -217,6 +218,11 @@ struct CUfunc_st {
     uint32_t param_bytes; // total packed size
 };
 #define SIM_FUNC_MAGIC 0x46554e43u
+// (helper S, additive) Run one launch of f on s, which is not capturing:
+// footprint and cost from the descriptor, schedule, classify (fault), race
+// check, count, run the body with args[i] -> parameter i. cuLaunchKernel and
+// graph replay (graph.c) share it. Lock held.
+CUresult sim_kernel_exec(sim_stream_t *s, CUfunction f, void **args, const sim_launch_t *L);
 
 // --- proc table (proc.c) ------------------------------------------------------------
 CUresult sim_proc_lookup(const char *symbol, void **pfn, int version, cuuint64_t flags,

@@ -10,7 +10,8 @@
 //
 // Driver level (libcuda.so.1): simKernelCreate, simGetStats, simReset... are
 // exported and also reachable through cuGetProcAddress under the same names.
-// Runtime level (libcudart.so.13): simrtRegisterKernel, simrtGetStats.
+// Runtime level (libcudart.so.13): simrtRegisterKernel, simrtRegisterDeviceKernel,
+// simrtGetStats.
 //
 // Configuration is read from the environment at cuInit:
 //   SIM_CAPACITY   device memory, bytes with K/M/G/T suffix (default 80G)
@@ -105,6 +106,14 @@ CUresult simLastRace(char *buf, size_t len);
 // Associates host symbol hostFun with a kernel, as __cudaRegisterFunction
 // does for nvcc-built programs; cudaLaunchKernel(hostFun, ...) then runs it.
 int simrtRegisterKernel(const void *hostFun, const sim_kernel_desc_t *desc);
+// For programs built by nvcc (the fat binary's device code cannot run here):
+// the host implementation of the kernel whose device (mangled) name is
+// deviceName, e.g. "_Z1kPfi". Every host stub __cudaRegisterFunction
+// registered under that name, before or after this call, launches it. It must
+// be registered before the kernel's first <<<>>> launch (the stub caches its
+// handle then); a launch with none is cudaErrorInvalidDeviceFunction.
+// Registering the same name again replaces it for later launches.
+int simrtRegisterDeviceKernel(const char *deviceName, const sim_kernel_desc_t *desc);
 int simrtGetStats(sim_stats_t *out);
 int simrtResetStats(void);
 

@@ -383,16 +383,22 @@ static bool rt_config_ok(dim3 g, dim3 b)
     return (uint64_t)b.x * b.y * b.z <= 1024u;
 }
 
-static cudaError_t rt_launch(const void *func, dim3 g, dim3 b, void **args, size_t shmem,
-                             cudaStream_t s, bool ptds)
+cudaError_t rt_launch_func(CUfunction f, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s,
+                           bool ptds)
 {
     RT_ENTER();
-    CUfunction f = rt_kernel_lookup(func);
     if (!f) return rt_ret(cudaErrorInvalidDeviceFunction);
     if (!rt_config_ok(g, b) || shmem > 0xffffffffu) return rt_ret(cudaErrorInvalidConfiguration);
     CUresult r = RT_PICK(ptds, cuLaunchKernel, cuLaunchKernel_ptsz)(f, g.x, g.y, g.z, b.x, b.y, b.z,
                                                                     (unsigned)shmem, s, args, NULL);
     return rt_ret_cu(r);
+}
+
+static cudaError_t rt_launch(const void *func, dim3 g, dim3 b, void **args, size_t shmem,
+                             cudaStream_t s, bool ptds)
+{
+    RT_ENTER();
+    return rt_launch_func(rt_kernel_resolve(func), g, b, args, shmem, s, ptds);
 }
 
 RT_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
@@ -412,7 +418,7 @@ static cudaError_t rt_launch_ex(const cudaLaunchConfig_t *config, const void *fu
 {
     RT_ENTER();
     if (!config) return rt_ret(cudaErrorInvalidValue);
-    CUfunction f = rt_kernel_lookup(func);
+    CUfunction f = rt_kernel_resolve(func);
     if (!f) return rt_ret(cudaErrorInvalidDeviceFunction);
     if (!rt_config_ok(config->gridDim, config->blockDim) || config->dynamicSmemBytes > 0xffffffffu)
         return rt_ret(cudaErrorInvalidConfiguration);
@@ -449,7 +455,7 @@ RT_EXPORT cudaError_t cudaFuncGetParamInfo(const void *func, size_t paramIndex, 
                                            size_t *paramSize)
 {
     RT_ENTER();
-    CUfunction f = rt_kernel_lookup(func);
+    CUfunction f = rt_kernel_resolve(func);
     if (!f) return rt_ret(cudaErrorInvalidDeviceFunction);
     return rt_ret_cu(rt_drv.cuFuncGetParamInfo(f, paramIndex, paramOffset, paramSize));
 }
@@ -458,7 +464,7 @@ RT_EXPORT cudaError_t cudaFuncGetName(const char **name, const void *func)
 {
     RT_ENTER();
     if (!name) return rt_ret(cudaErrorInvalidValue);
-    CUfunction f = rt_kernel_lookup(func);
+    CUfunction f = rt_kernel_resolve(func);
     if (!f) return rt_ret(cudaErrorInvalidDeviceFunction);
     return rt_ret_cu(rt_drv.cuFuncGetName(name, f));
 }

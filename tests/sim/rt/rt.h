@@ -57,6 +57,8 @@
     X(cuEventSynchronize) X(cuEventQuery) X(cuEventDestroy)                      \
     X(cuEventElapsedTime)                                                        \
     X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuFuncGetParamInfo) X(cuFuncGetName) \
+    X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy)            \
+    X(cuGraphExecDestroy)                                                        \
     P(cuMemAllocAsync_ptsz, cuMemAllocAsync)                                     \
     P(cuMemFreeAsync_ptsz, cuMemFreeAsync)                                       \
     P(cuMemcpyHtoD_ptds, cuMemcpyHtoD) P(cuMemcpyDtoH_ptds, cuMemcpyDtoH)        \
@@ -75,6 +77,7 @@
     P(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags)                       \
     P(cuLaunchKernel_ptsz, cuLaunchKernel)                                       \
     P(cuLaunchKernelEx_ptsz, cuLaunchKernelEx)                                   \
+    P(cuGraphLaunch_ptsz, cuGraphLaunch)                                         \
     S(simKernelCreate) S(simGetStats) S(simResetStats)
 // clang-format on
 
@@ -97,6 +100,20 @@ cudaError_t rt_ret(cudaError_t e);
 cudaError_t rt_ret_cu(CUresult r);
 // The CUfunction registered for a host symbol, or NULL. Lock-free.
 CUfunction rt_kernel_lookup(const void *hostFun);
+// The same, and when func is no registered host symbol but a kernel handle
+// (cudaKernel_t / CUfunction cast to void *, which the runtime accepts where
+// cuda_runtime_api.h says so), that handle. After rt_enter.
+CUfunction rt_kernel_resolve(const void *func);
+// Bind (f != NULL) or unbind (f == NULL) a host symbol; cudaErrorMemoryAllocation
+// when the table is full. Readers stay lock-free (see runtime.c).
+cudaError_t rt_kernel_bind(const void *hostFun, CUfunction f);
+
+// --- launches (api.c) ----------------------------------------------------------------
+// Launch a kernel handle as cudaLaunchKernel does once it has found it: the
+// configuration check, then the legacy or per-thread cuLaunchKernel. f NULL:
+// cudaErrorInvalidDeviceFunction. Records the last error.
+cudaError_t rt_launch_func(CUfunction f, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s,
+                           bool ptds);
 
 // --- errors (errors.c) -------------------------------------------------------------
 cudaError_t rt_error_from_cu(CUresult r);

@@ -384,6 +384,45 @@ CUfunction rt_kernel_lookup(const void *hostFun)
     return NULL;
 }
 
+CUfunction rt_kernel_resolve(const void *func)
+{
+    CUfunction f = rt_kernel_lookup(func);
+    if (f || !func) return f;
+    // cuda_runtime_api.h (cudaLaunchKernel, cudaLaunchKernelExC,
+    // cudaFuncGetName, cudaFuncGetParamInfo): func may also be a
+    // cudaKernel_t cast to void *. The driver knows its kernels: a name
+    // lookup succeeds only for one (it reads the handle's magic, so func must
+    // be readable, as any pointer a real runtime would dereference).
+    const char *name = NULL;
+    if (rt_drv.cuFuncGetName &&
+        rt_drv.cuFuncGetName(&name, (CUfunction)(uintptr_t)func) == CUDA_SUCCESS)
+        return (CUfunction)(uintptr_t)func;
+    return NULL;
+}
+
+cudaError_t rt_kernel_bind(const void *hostFun, CUfunction f)
+{
+    cudaError_t e = cudaErrorMemoryAllocation; // table full
+    pthread_mutex_lock(&rt_kernels_lock);
+    for (unsigned i = rt_khash(hostFun), n = 0; n < RT_KERNEL_SLOTS;
+         i = (i + 1) & (RT_KERNEL_SLOTS - 1), n++) {
+        const void *k = atomic_load_explicit(&rt_kernels[i].key, memory_order_relaxed);
+        if (k == hostFun || !k) {
+            // Unbinding a symbol never bound needs no slot.
+            if (!k && !f) {
+                e = cudaSuccess;
+                break;
+            }
+            atomic_store_explicit(&rt_kernels[i].fn, f, memory_order_release);
+            if (!k) atomic_store_explicit(&rt_kernels[i].key, hostFun, memory_order_release);
+            e = cudaSuccess;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&rt_kernels_lock);
+    return e;
+}
+
 RT_EXPORT int simrtRegisterKernel(const void *hostFun, const sim_kernel_desc_t *desc)
 {
     if (!hostFun || !desc) return rt_ret(cudaErrorInvalidValue);
@@ -393,20 +432,7 @@ RT_EXPORT int simrtRegisterKernel(const void *hostFun, const sim_kernel_desc_t *
     CUfunction f = NULL;
     CUresult r = rt_drv.simKernelCreate(desc, &f);
     if (r != CUDA_SUCCESS) return rt_ret_cu(r);
-    e = cudaErrorMemoryAllocation; // table full
-    pthread_mutex_lock(&rt_kernels_lock);
-    for (unsigned i = rt_khash(hostFun), n = 0; n < RT_KERNEL_SLOTS;
-         i = (i + 1) & (RT_KERNEL_SLOTS - 1), n++) {
-        const void *k = atomic_load_explicit(&rt_kernels[i].key, memory_order_relaxed);
-        if (k == hostFun || !k) {
-            atomic_store_explicit(&rt_kernels[i].fn, f, memory_order_release);
-            if (!k) atomic_store_explicit(&rt_kernels[i].key, hostFun, memory_order_release);
-            e = cudaSuccess;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&rt_kernels_lock);
-    return rt_ret(e);
+    return rt_ret(rt_kernel_bind(hostFun, f));
 }
 
 // --- simulator statistics -------------------------------------------------------------------

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: MIT
+// NCCL collectives, interposed: their send and receive buffers are checked
+// like a kernel's parameters before the collective is enqueued (a gradient
+// all-reduce may read an activation the schedule has offloaded). The real
+// functions come from the next definition (the program's libnccl) at first
+// use; a program without NCCL never calls these.
+#include <dlfcn.h>
+#include <nccl.h>
+#include <stdint.h>
+
+#include "hook.h"
+#include "mem/vmm.h"
+#include "offload/engine.h"
+#include "offload/scan.h"
+
+static size_t type_size(ncclDataType_t t)
+{
+    switch (t) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    default: return 8;
+    }
+}
+
+// Both ranges of a collective on stream s, before it is enqueued.
+static void check(const void *send, size_t send_bytes, const void *recv, size_t recv_bytes,
+                  cudaStream_t s, const char *what)
+{
+    if (ao_in_hook || ao_engine_off || !__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE)) return;
+    CUstream cs = s ? (CUstream)s : CU_STREAM_LEGACY;
+    if (send) ao_scan_range((uint64_t)(uintptr_t)send, send_bytes, cs, what);
+    if (recv) ao_scan_range((uint64_t)(uintptr_t)recv, recv_bytes, cs, what);
+}
+
+static int ranks(ncclComm_t comm)
+{
+    static ncclResult_t (*count)(const ncclComm_t, int *);
+    if (!count) count = (ncclResult_t(*)(const ncclComm_t, int *))dlsym(RTLD_NEXT, "ncclCommCount");
+    int n = 1;
+    if (!count || count(comm, &n) != ncclSuccess || n < 1) n = 1;
+    return n;
+}
+
+#define REAL(name)                                                                                 \
+    static __typeof__(&name) real_;                                                                \
+    if (!real_) real_ = (__typeof__(&name))dlsym(RTLD_NEXT, #name);                                \
+    if (!real_) return ncclSystemError
+
+AO_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
+                                     ncclRedOp_t op, ncclComm_t comm, cudaStream_t s)
+{
+    REAL(ncclAllReduce);
+    check(send, count * type_size(t), recv, count * type_size(t), s, "ncclAllReduce");
+    return real_(send, recv, count, t, op, comm, s);
+}
+
+AO_EXPORT ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,
+                                     ncclComm_t comm, cudaStream_t s)
+{
+    REAL(ncclAllGather);
+    check(send, count * type_size(t), recv, count * type_size(t) * (size_t)ranks(comm), s,
+          "ncclAllGather");
+    return real_(send, recv, count, t, comm, s);
+}
+
+AO_EXPORT ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count,
+                                         ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
+                                         cudaStream_t s)
+{
+    REAL(ncclReduceScatter);
+    check(send, count * type_size(t) * (size_t)ranks(comm), recv, count * type_size(t), s,
+          "ncclReduceScatter");
+    return real_(send, recv, count, t, op, comm, s);
+}
+
+AO_EXPORT ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t,
+                                     int root, ncclComm_t comm, cudaStream_t s)
+{
+    REAL(ncclBroadcast);
+    check(send, count * type_size(t), recv, count * type_size(t), s, "ncclBroadcast");
+    return real_(send, recv, count, t, root, comm, s);
+}
+
+AO_EXPORT ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
+                                  ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t s)
+{
+    REAL(ncclReduce);
+    check(send, count * type_size(t), recv, count * type_size(t), s, "ncclReduce");
+    return real_(send, recv, count, t, op, root, comm, s);
+}
+
+AO_EXPORT ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t t, int peer,
+                                ncclComm_t comm, cudaStream_t s)
+{
+    REAL(ncclSend);
+    check(send, count * type_size(t), NULL, 0, s, "ncclSend");
+    return real_(send, count, t, peer, comm, s);
+}
+
+AO_EXPORT ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t t, int peer,
+                                ncclComm_t comm, cudaStream_t s)
+{
+    REAL(ncclRecv);
+    check(NULL, 0, recv, count * type_size(t), s, "ncclRecv");
+    return real_(recv, count, t, peer, comm, s);
+}

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: MIT
+// The per-run report, end to end: train_step runs under LD_PRELOAD on the
+// simulated GPU and what aoshim wrote is checked the way a user would read
+// it. The text summary is pinned by a golden file (the simulator's virtual
+// clock makes every figure in it deterministic); the JSON, trace and HTML go
+// through check_report.py (schema rows read from docs/report-schema.md).
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../e2e/e2e_run.h"
+
+// Small and quick (data mode, real checksum), with offloads, reloads and a
+// second step.
+#define WORKLOAD "--layers 6 --hidden 512 --seq 512 --batch 2 --heads 8 --fused --steps 2"
+// The memory model of the e2e tests (sizes and times only): every saved
+// buffer is a multiple of 2 MiB, so aoshim's chunks hold exactly the bytes
+// the program asked for and the counterfactual peak can be held to 1%.
+#define MODEL    "--layers 8 --hidden 4096 --seq 2048 --batch 1 --heads 32 --fused --nodata --steps 2"
+#define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static char dir[256];
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/aoshim-report-test.XXXXXX");
+    cr_assert(mkdtemp(dir), "mkdtemp");
+}
+
+static void remove_dir(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)system(cmd);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t k = fread(s, 1, (size_t)n, f);
+    s[k] = '\0';
+    fclose(f);
+    return s;
+}
+
+static void expect_run_ok(const char *what, const e2e_result_t *r)
+{
+    if (r->status != 0 || !r->have_line) {
+        size_t n = strlen(r->err);
+        cr_log_warn("%s stderr (tail): %s", what, r->err + (n > 2000 ? n - 2000 : 0));
+    }
+    cr_assert_eq(r->status, 0, "%s: exit status %d", what, r->status);
+    cr_assert(r->have_line, "%s: no 'train_step status=' line", what);
+    cr_assert_str_eq(r->ts_status, "ok", "%s", what);
+}
+
+// check_report.py MODE ARGS...: exit status 0 when every check passed.
+static int check(const char *mode, const char *a, const char *b)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "python3 '%s' %s '%s' '%s' 2>&1", e2e_path("AO_REPORT_CHECK"), mode,
+             a, b ? b : "");
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "popen");
+    char line[512];
+    while (fgets(line, sizeof line, p))
+        cr_log_info("%s: %s", mode, line);
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+// The summary from its first line on, without that line (it holds the pid).
+static char *summary_of(const char *err)
+{
+    const char *s = strstr(err, "aoshim: memory summary");
+    if (!s) return NULL;
+    const char *nl = strchr(s, '\n');
+    return strdup(nl ? nl + 1 : "");
+}
+
+// --- the text summary -------------------------------------------------------------------
+Test(report, golden_summary, .timeout = 120)
+{
+    e2e_result_t r;
+    e2e_train(&r, true, NULL, WORKLOAD);
+    expect_run_ok("with aoshim", &r);
+    char *got = summary_of(r.err);
+    cr_assert(got, "no summary on stderr:\n%s", r.err);
+    const char *golden = e2e_path("AO_REPORT_GOLDEN");
+    if (getenv("AO_REPORT_GOLDEN_UPDATE")) { // regenerate after an intended change
+        FILE *f = fopen(golden, "w");
+        cr_assert(f);
+        fputs(got, f);
+        fclose(f);
+    }
+    char *want = slurp(golden);
+    cr_assert(want, "cannot read %s", golden);
+    cr_expect_str_eq(got, want,
+                     "the summary differs from %s (AO_REPORT_GOLDEN_UPDATE=1 rewrites it):\n%s",
+                     golden, got);
+    // And it is the same run after run (no clock, no pid past the first line).
+    e2e_result_t again;
+    e2e_train(&again, true, NULL, WORKLOAD);
+    char *got2 = summary_of(again.err);
+    cr_expect_str_eq(got2, got, "two runs of the same workload gave different summaries");
+    free(got), free(got2), free(want);
+    e2e_free(&r), e2e_free(&again);
+}
+
+Test(report, quiet_silences_summary_but_not_files, .timeout = 60)
+{
+    make_dir();
+    char env[300];
+    snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r.json", dir);
+    e2e_result_t r;
+    e2e_train(&r, true, ENV("AOSHIM_QUIET=1", env), WORKLOAD);
+    expect_run_ok("quiet", &r);
+    cr_expect(strstr(r.err, "aoshim: memory summary") == NULL, "AOSHIM_QUIET=1 printed a summary");
+    char path[300];
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    struct stat st;
+    cr_expect(stat(path, &st) == 0 && st.st_size > 100, "no report written under AOSHIM_QUIET");
+    e2e_free(&r);
+    remove_dir();
+}
+
+// --- JSON, trace, HTML -------------------------------------------------------------------------
+Test(report, json_trace_html, .timeout = 120)
+{
+    make_dir();
+    char rep[300], tr[300], html[300], e1[320], e2[320], e3[320];
+    snprintf(rep, sizeof rep, "%s/run.json", dir);
+    snprintf(tr, sizeof tr, "%s/trace.json", dir);
+    snprintf(html, sizeof html, "%s/run.html", dir);
+    snprintf(e1, sizeof e1, "AOSHIM_REPORT=%s", rep);
+    snprintf(e2, sizeof e2, "AOSHIM_TRACE=%s", tr);
+    snprintf(e3, sizeof e3, "AOSHIM_REPORT_HTML=%s", html);
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, MODEL);
+    expect_run_ok("without aoshim", &base);
+    e2e_train(&with, true, ENV(e1, e2, e3), MODEL);
+    expect_run_ok("with aoshim", &with);
+    cr_expect_str_eq(with.checksum, base.checksum);
+    cr_expect_eq(check("json", rep, e2e_path("AO_REPORT_SCHEMA")), 0,
+                 "the JSON report fails its schema");
+    cr_expect_eq(check("trace", tr, rep), 0, "the trace fails its checks");
+    cr_expect_eq(check("html", html, NULL), 0, "the HTML page fails its checks");
+
+    // The counterfactual peak against the simulator's peak for the same run
+    // without aoshim: within 1%.
+    char *j = slurp(rep);
+    cr_assert(j);
+    const char *k = strstr(j, "\"peak_without_offloading_bytes\": ");
+    cr_assert(k, "no peak_without_offloading_bytes");
+    double without = strtod(k + strlen("\"peak_without_offloading_bytes\": "), NULL);
+    double sim = (double)base.peak;
+    cr_log_info("counterfactual peak %.0f, simulator's peak without aoshim %.0f (%.3f%%)", without,
+                sim, 100.0 * (without - sim) / sim);
+    cr_expect_leq(fabs(without - sim), 0.01 * sim,
+                  "counterfactual peak %.0f is not within 1%% of the simulator's %.0f", without,
+                  sim);
+    // The summary's peak is the JSON's (one emitter wrote both).
+    const char *pk = strstr(j, "\"peak_device_bytes\": ");
+    cr_assert(pk);
+    double peak = strtod(pk + strlen("\"peak_device_bytes\": "), NULL);
+    const char *row = e2e_summary(with.err, "peak device memory");
+    cr_assert(row);
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = peak;
+    int u = 0;
+    while (v >= 1024 && u < 4)
+        v /= 1024, u++;
+    char want[64];
+    if (u)
+        snprintf(want, sizeof want, "%.1f %s\n", v, unit[u]);
+    else
+        snprintf(want, sizeof want, "%.0f B\n", v);
+    cr_expect(strncmp(row, want, strlen(want)) == 0, "text %.20s, JSON %.0f (%s)", row, peak, want);
+    free(j);
+    e2e_free(&base), e2e_free(&with);
+    remove_dir();
+}
+
+// --- names, ranks, failures ------------------------------------------------------------------
+Test(report, two_ranks_two_reports, .timeout = 120)
+{
+    make_dir();
+    char env[300];
+    snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r%%r.json", dir);
+    for (int rank = 0; rank < 2; rank++) {
+        char renv[32];
+        snprintf(renv, sizeof renv, "RANK=%d", rank);
+        e2e_result_t r;
+        e2e_train(&r, true, ENV(env, renv, "LOCAL_RANK"), WORKLOAD);
+        expect_run_ok("rank", &r);
+        e2e_free(&r);
+    }
+    for (int rank = 0; rank < 2; rank++) {
+        char path[300], want[32];
+        snprintf(path, sizeof path, "%s/r%d.json", dir, rank);
+        char *j = slurp(path);
+        cr_assert(j, "rank %d wrote no %s", rank, path);
+        snprintf(want, sizeof want, "\"rank\": %d,", rank);
+        cr_expect(strstr(j, want), "%s does not say %s", path, want);
+        free(j);
+    }
+    remove_dir();
+}
+
+Test(report, unwritable_path_warns_once, .timeout = 60)
+{
+    e2e_result_t base, r;
+    e2e_train(&base, false, NULL, WORKLOAD);
+    e2e_train(&r, true,
+              ENV("AOSHIM_REPORT=/nonexistent-aoshim-dir/r.json",
+                  "AOSHIM_TRACE=/nonexistent-aoshim-dir/t.json"),
+              WORKLOAD);
+    expect_run_ok("unwritable", &r);
+    cr_expect_str_eq(r.checksum, base.checksum);
+    int n = 0;
+    for (const char *p = r.err; (p = strstr(p, "aoshim: warning: AOSHIM_REPORT: cannot write"));
+         p++)
+        n++;
+    cr_expect_eq(n, 1, "want one warning for AOSHIM_REPORT, got %d:\n%s", n, r.err);
+    cr_expect(
+        strstr(r.err, "aoshim: warning: AOSHIM_TRACE: cannot write /nonexistent-aoshim-dir/t.json"),
+        "%s", r.err);
+    cr_expect(strstr(r.err, "aoshim: memory summary"), "the summary is still printed");
+    e2e_free(&r);
+    // A full disk (/dev/full: every write fails) is one warning too, and the
+    // device node is written in place, never replaced.
+    struct stat st;
+    if (stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode)) {
+        e2e_train(&r, true, ENV("AOSHIM_REPORT=/dev/full"), WORKLOAD);
+        expect_run_ok("full disk", &r);
+        cr_expect_str_eq(r.checksum, base.checksum);
+        cr_expect(
+            strstr(
+                r.err,
+                "aoshim: warning: AOSHIM_REPORT: cannot write /dev/full: No space left on device"),
+            "%s", r.err);
+        cr_expect(stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode), "/dev/full was replaced");
+        e2e_free(&r);
+    }
+    e2e_free(&base);
+}
+
+Test(report, empty_path_is_a_configuration_error, .timeout = 60)
+{
+    e2e_result_t r;
+    e2e_train(&r, true, ENV("AOSHIM_REPORT="), WORKLOAD);
+    cr_expect_eq(r.status, 2, "exit %d", r.status);
+    cr_expect(strstr(r.err, "aoshim: error: AOSHIM_REPORT='': a file name"), "%s", r.err);
+    e2e_free(&r);
+}
+
+Test(report, pid_in_name_and_stacks_off, .timeout = 60)
+{
+    make_dir();
+    char env[300];
+    snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r-%%p-%%h.json", dir);
+    e2e_result_t r;
+    e2e_train(&r, true, ENV(env, "AOSHIM_STACKS=0"), WORKLOAD);
+    expect_run_ok("pid", &r);
+    // The pid is on the summary's first line; the host from gethostname.
+    const char *p = strstr(r.err, "memory summary");
+    cr_assert(p);
+    int pid = atoi(strstr(p, "pid ") + 4);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    char path[600];
+    snprintf(path, sizeof path, "%s/r-%d-%s.json", dir, pid, host);
+    char *j = slurp(path);
+    cr_assert(j, "no %s", path);
+    cr_expect(strstr(j, "\"enabled\": false"), "AOSHIM_STACKS=0 but call sites enabled");
+    cr_expect(strstr(j, "\"stacks_captured\": 0,"), "AOSHIM_STACKS=0 but stacks captured");
+    free(j);
+    e2e_free(&r);
+    remove_dir();
+}
+
+Test(report, call_sites_name_the_program, .timeout = 60)
+{
+    make_dir();
+    char env[340], path[300];
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    snprintf(env, sizeof env, "AOSHIM_REPORT=%s", path);
+    e2e_result_t r;
+    e2e_train(&r, true, ENV(env), WORKLOAD);
+    expect_run_ok("sites", &r);
+    char *j = slurp(path);
+    cr_assert(j);
+    const char *top = strstr(j, "\"top\": [");
+    cr_assert(top, "no call_sites.top");
+    // The innermost frame shown is the program's own, not aoshim's or CUDA's.
+    const char *m = strstr(top, "\"module\": \"");
+    cr_assert(m, "no frames in the top call site");
+    cr_expect(strncmp(m + 11, "train_step\"", 11) == 0, "top site's first frame: %.40s", m + 11);
+    free(j);
+    e2e_free(&r);
+    remove_dir();
+}
+
+// A forked child (a data-loader worker) exits with its destructors run: it
+// must not write its parent's report nor print the parent's summary.
+Test(report, forked_child_writes_nothing, .timeout = 60)
+{
+    make_dir();
+    char env[300];
+    snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r-%%p.json", dir);
+    e2e_result_t r;
+    const char *argv[] = {e2e_path("AO_FORK_CHILD"), NULL};
+    e2e_run(&r, true, ENV(env), argv);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    int parent = 0, child = 0;
+    cr_assert_eq(sscanf(r.out, "fork_child ok parent=%d child=%d", &parent, &child), 2, "%s",
+                 r.out);
+    int n = 0;
+    for (const char *p = r.err; (p = strstr(p, "aoshim: memory summary")); p++)
+        n++;
+    cr_expect_eq(n, 1, "%d summaries:\n%s", n, r.err);
+    char path[400];
+    snprintf(path, sizeof path, "%s/r-%d.json", dir, parent);
+    struct stat st;
+    cr_expect(stat(path, &st) == 0, "the parent wrote no %s", path);
+    snprintf(path, sizeof path, "%s/r-%d.json", dir, child);
+    cr_expect(stat(path, &st) != 0, "the forked child wrote %s", path);
+    e2e_free(&r);
+    remove_dir();
+}
