@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <nccl.h>
+
 #include "aoshim.h"
 #include "simgpu.h"
 
@@ -80,6 +82,11 @@ static int verify(int step, bool plus)
     return 1;
 }
 
+// CUDA 13's nvcc host stubs (crt/host_runtime.h declares these for C++ only).
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shm,
+                               cudaStream_t s);
+
 // tests/e2e/static_rt.c: a library that finds the driver with dlopen + dlsym.
 int static_rt_launch(int via_gpa, CUfunction f, void **args, CUstream s);
 
@@ -112,6 +119,7 @@ int main(void)
         "cudaGetDriverEntryPoint:cuLaunchKernel",           "cudaMemcpyAsync",
         "cuMemcpyDtoH",        "cudaMemcpy:DeviceToDevice",
         "static-runtime:dlsym:cuLaunchKernel",             "static-runtime:cuGetProcAddress:cuLaunchKernel",
+        "__cudaLaunchKernel",  "ncclAllReduce",
     };
     for (int step = 0; step < (int)(sizeof paths / sizeof *paths); step++) {
         float *in = offloaded_buffer(step);
@@ -150,6 +158,18 @@ int main(void)
             enum cudaDriverEntryPointQueryResult q;
             CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 12000, cudaEnableDefault, &q));
             CHECK(((launch_fn)fn)(f, 1, 1, 1, 1, 1, 1, 0, (CUstream)stream, args, NULL));
+        } else if (!strcmp(p, "ncclAllReduce")) {
+            static ncclComm_t comm;
+            if (!comm) {
+                int dev = 0;
+                CHECK(ncclCommInitAll(&comm, 1, &dev));
+            }
+            CHECK(ncclAllReduce(in, out, N, ncclFloat32, ncclSum, comm, stream));
+            plus = false;
+        } else if (!strcmp(p, "__cudaLaunchKernel")) {
+            cudaKernel_t k = NULL;
+            CHECK(__cudaGetKernel(&k, (const void *)plus_one));
+            CHECK(__cudaLaunchKernel(k, one, one, args, 0, stream));
         } else if (!strncmp(p, "static-runtime:", 15)) {
             CHECK(static_rt_launch(strstr(p, "cuGetProcAddress") != NULL, f, args, (CUstream)stream));
         } else if (!strcmp(p, "cudaMemcpyAsync")) {

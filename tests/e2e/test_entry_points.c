@@ -69,6 +69,8 @@ static const char *const launch_paths[] = {
     "cudaMemcpy:DeviceToDevice",
     "static-runtime:dlsym:cuLaunchKernel",
     "static-runtime:cuGetProcAddress:cuLaunchKernel",
+    "__cudaLaunchKernel",
+    "ncclAllReduce",
 };
 
 Test(safety_net, every_launch_and_copy_path_reloads_first)
