@@ -44,7 +44,7 @@ AOSHIM_API int aoshim_get_stats(aoshim_stats_t *out)
     s.tracked_buffers = ao_stat_get(AO_STAT_TRACKED_BUFFERS);
     s.kept_resident = ao_stat_get(AO_STAT_KEPT_SMALL) + ao_stat_get(AO_STAT_KEPT_HOST_LIMIT) +
                       ao_stat_get(AO_STAT_KEPT_PIN_FAILED) + ao_stat_get(AO_STAT_KEPT_BY_USER) +
-                      ao_stat_get(AO_STAT_KEPT_NO_DEVICE_SPACE);
+                      ao_stat_get(AO_STAT_KEPT_NO_DEVICE_SPACE) + ao_stat_get(AO_STAT_KEPT_GRAPH);
     s.late_reloads = ao_stat_get(AO_STAT_LATE_RELOADS);
     s.reload_wait_ns = ao_stat_get(AO_STAT_RELOAD_WAIT_NS);
     s.pinned_host_bytes = ao_stat_get(AO_STAT_PINNED_HOST_BYTES);

@@ -93,6 +93,42 @@ Test(safety_net, every_launch_and_copy_path_reloads_first)
     }
 }
 
+// A captured graph over layer 0's buffer keeps it on the device (a replay
+// cannot wait for a reload issued outside it) and replays right; the same
+// kernel launched without a graph lets layer 0 be offloaded (and reloaded
+// late): so it is the graph that keeps it.
+static void graph_run(bool capture, char *out, size_t len)
+{
+    const char *prog = getenv("AO_TEST_GRAPH_PIN"), *shim = getenv("AO_TEST_SHIM");
+    cr_assert(prog && shim);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_QUIET=1 SIM_QUIET=1 %s %s", shim,
+             capture ? "" : "GRAPH_PIN_NO_CAPTURE=1", prog);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault):\n%s", st, out);
+}
+
+Test(safety_net, captured_graph_keeps_its_buffers)
+{
+    char out[1024];
+    unsigned long long off = 1, kept = 0;
+    int ok = 0;
+    graph_run(true, out, sizeof out);
+    cr_assert_eq(sscanf(out, "graph ok=%d offloaded=%llu kept=%llu", &ok, &off, &kept), 3, "%s", out);
+    cr_expect_eq(ok, 1, "replays read the wrong bytes");
+    cr_expect_eq(off, 0, "a buffer a graph uses was offloaded");
+    cr_expect_gt(kept, 0, "nothing counted as kept for a graph");
+    graph_run(false, out, sizeof out);
+    cr_assert_eq(sscanf(out, "graph ok=%d offloaded=%llu kept=%llu", &ok, &off, &kept), 3, "%s", out);
+    cr_expect_eq(ok, 1);
+    cr_expect_gt(off, 0, "without the graph, layer 0 should have been offloaded");
+}
+
 // libaoshim.so resolves CUDA at run time: no NEEDED entry for either library,
 // and it exports only the entry points it interposes and the aoshim_ API.
 Test(libaoshim, links_no_cuda_library_and_exports_only_its_api)
