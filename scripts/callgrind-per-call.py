@@ -1,43 +1,37 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Instructions a wrapper adds per call, from a callgrind profile.
+"""Instructions an object executes per call, from two callgrind profiles.
 
-usage: callgrind-per-call.py CALLGRIND_OUT WRAPPER_FILE_FN WRAPPER_OBJECT
+usage: callgrind-per-call.py OUT_SHORT OUT_LONG OBJECT EXTRA_CALLS
 
-The wrapper (e.g. runtime.c:cudaLaunchKernel in libaoshim.so) calls the real
-function once per call: what it adds is its inclusive cost minus the real
-callee's, divided by the number of calls. Prints instructions=<n> calls=<n>.
+The two profiles are of the same program making EXTRA_CALLS more calls in
+the second run; everything else (start-up, set-up) is the same, so the
+difference of OBJECT's instruction counts (summed over its functions) divided
+by EXTRA_CALLS is what OBJECT executes per call. Prints instructions=<n>.
 """
 import re
 import subprocess
 import sys
 
 
-def main():
-    if len(sys.argv) != 4:
-        sys.exit(__doc__.strip().splitlines()[2])
-    out, fn, obj = sys.argv[1:]
-    text = subprocess.run(["callgrind_annotate", "--tree=calling", "--threshold=100", out],
+def total(out, obj):
+    text = subprocess.run(["callgrind_annotate", "--threshold=100", out],
                           capture_output=True, text=True, check=True).stdout
-    lines = text.splitlines()
-    num = lambda s: int(s.replace(",", ""))
-    for i, line in enumerate(lines):
-        m = re.match(r"\s*([\d,]+) \([^)]*\)\s+\*\s+(\S+) \[(.*)\]", line)
-        if not m or not m.group(2).endswith(fn) or obj not in m.group(3):
-            continue
-        total, real_cost, calls = num(m.group(1)), 0, 0
-        for callee in lines[i + 1:]:
-            c = re.match(r"\s*([\d,]+) \([^)]*\)\s+>\s+(\S+) \((\d[\d,]*)x\)(?: \[(.*)\])?", callee)
-            if not c:
-                break
-            total += num(c.group(1))
-            name = c.group(2).rsplit(":", 1)[-1]
-            if name == fn.rsplit(":", 1)[-1] and obj not in (c.group(4) or ""):
-                real_cost, calls = num(c.group(1)), num(c.group(3))
-        if calls:
-            print(f"instructions={(total - real_cost) / calls:.0f} calls={calls}")
-            return
-    sys.exit(f"callgrind-per-call: {fn} in {obj} not found in {out}")
+    n = 0
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d,]+) \([^)]*\)\s+\S+ \[(.*)\]$", line)
+        if m and m.group(2).endswith(obj):
+            n += int(m.group(1).replace(",", ""))
+    return n
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__.strip().splitlines()[2])
+    short, long_, obj, calls = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    if calls <= 0:
+        sys.exit("callgrind-per-call: no calls")
+    print(f"instructions={(total(long_, obj) - total(short, obj)) / calls:.0f}")
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ static inline void launch_check(CUfunction f, void **params, void **extra, CUstr
     {                                                                                              \
         NEED(name);                                                                                \
         launch_check(f, params, extra, stream_of(s, ptsz));                                        \
-        return ao_real.name(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);                     \
+        return AO_REAL_CALL(ao_real.name(f, gx, gy, gz, bx, by, bz, shm, s, params, extra));                     \
     }
 LAUNCH(cuLaunchKernel, false)
 LAUNCH(cuLaunchKernel_ptsz, true)
@@ -96,7 +96,7 @@ LAUNCH(cuLaunchKernel_ptsz, true)
     {                                                                                              \
         NEED(name);                                                                                \
         if (c) launch_check(f, params, extra, stream_of(c->hStream, ptsz));                        \
-        return ao_real.name(c, f, params, extra);                                                  \
+        return AO_REAL_CALL(ao_real.name(c, f, params, extra));                                                  \
     }
 LAUNCH_EX(cuLaunchKernelEx, false)
 LAUNCH_EX(cuLaunchKernelEx_ptsz, true)
@@ -116,7 +116,7 @@ static inline void range_check(CUdeviceptr p, size_t n, CUstream s, const char *
         CUstream s_ = stream_of(CU_STREAM_ARG_##async, ptsz);                                      \
         range_check((CUdeviceptr)(uintptr_t)d, n, s_, #name);                                      \
         range_check((CUdeviceptr)(uintptr_t)src, n, s_, #name);                                    \
-        return ao_real.name(d, src, n CU_PASS_##async);                                            \
+        return AO_REAL_CALL(ao_real.name(d, src, n CU_PASS_##async));                                            \
     }
 #define CU_ASYNC_0
 #define CU_ASYNC_1 , CUstream st
@@ -146,7 +146,7 @@ COPY(cuMemcpyAsync_ptsz, true, CUdeviceptr, CUdeviceptr, 1)
     {                                                                                              \
         NEED(name);                                                                                \
         range_check(d, n * (unit), stream_of(CU_STREAM_ARG_##async, ptsz), #name);                 \
-        return ao_real.name(d, v, n CU_PASS_##async);                                              \
+        return AO_REAL_CALL(ao_real.name(d, v, n CU_PASS_##async));                                              \
     }
 SET(cuMemsetD8_v2, false, unsigned char, 1, 0)
 SET(cuMemsetD8_v2_ptds, true, unsigned char, 1, 0)
@@ -162,7 +162,7 @@ SET(cuMemsetD32Async_ptsz, true, unsigned, 4, 1)
     AO_EXPORT CUresult name(CUstream s, CUstreamCaptureMode m)                                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        CUresult r = ao_real.name(s, m);                                                           \
+        CUresult r = AO_REAL_CALL(ao_real.name(s, m));                                                           \
         if (r == CUDA_SUCCESS && !ao_in_hook) __atomic_fetch_add(&ao_capturing, 1, __ATOMIC_RELAXED); \
         return r;                                                                                  \
     }
@@ -173,7 +173,7 @@ BEGIN_CAPTURE(cuStreamBeginCapture_v2_ptsz)
     AO_EXPORT CUresult name(CUstream s, CUgraph *g)                                                \
     {                                                                                              \
         NEED(name);                                                                                \
-        CUresult r = ao_real.name(s, g);                                                           \
+        CUresult r = AO_REAL_CALL(ao_real.name(s, g));                                                           \
         if (!ao_in_hook) ao_capture_ended();                                                       \
         return r;                                                                                  \
     }

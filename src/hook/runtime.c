@@ -84,7 +84,7 @@ static inline void launch_check(const void *fn, int kind, void **args, CUstream 
     {                                                                                              \
         NEED(name);                                                                                \
         launch_check(f, AO_FN_HOST, args, stream_of(s, ptsz));                                     \
-        return ao_real.name(f, g, b, args, shm, s);                                                \
+        return AO_REAL_CALL(ao_real.name(f, g, b, args, shm, s));                                                \
     }
 LAUNCH(cudaLaunchKernel, false)
 LAUNCH(cudaLaunchKernel_ptsz, true)
@@ -94,7 +94,7 @@ LAUNCH(cudaLaunchKernel_ptsz, true)
     {                                                                                              \
         NEED(name);                                                                                \
         if (c) launch_check(f, AO_FN_HOST, args, stream_of(c->stream, ptsz));                      \
-        return ao_real.name(c, f, args);                                                           \
+        return AO_REAL_CALL(ao_real.name(c, f, args));                                                           \
     }
 LAUNCH_EXC(cudaLaunchKernelExC, false)
 LAUNCH_EXC(cudaLaunchKernelExC_ptsz, true)
@@ -107,7 +107,7 @@ LAUNCH_EXC(cudaLaunchKernelExC_ptsz, true)
     {                                                                                              \
         NEED(name);                                                                                \
         launch_check(k, AO_FN_KERNEL, args, stream_of(s, ptsz));                                   \
-        return ao_real.name(k, g, b, args, shm, s);                                                \
+        return AO_REAL_CALL(ao_real.name(k, g, b, args, shm, s));                                                \
     }
 LAUNCH_STUB(__cudaLaunchKernel, false)
 LAUNCH_STUB(__cudaLaunchKernel_ptsz, true)
@@ -125,7 +125,7 @@ static inline void range_check(const void *p, size_t n, CUstream s, const char *
         NEED(name);                                                                                \
         range_check(d, n, stream_of(NULL, ptsz), #name);                                           \
         range_check(src, n, stream_of(NULL, ptsz), #name);                                         \
-        return ao_real.name(d, src, n, k);                                                         \
+        return AO_REAL_CALL(ao_real.name(d, src, n, k));                                                         \
     }
 MEMCPY(cudaMemcpy, false)
 MEMCPY(cudaMemcpy_ptds, true)
@@ -137,7 +137,7 @@ MEMCPY(cudaMemcpy_ptds, true)
         NEED(name);                                                                                \
         range_check(d, n, stream_of(s, ptsz), #name);                                              \
         range_check(src, n, stream_of(s, ptsz), #name);                                            \
-        return ao_real.name(d, src, n, k, s);                                                      \
+        return AO_REAL_CALL(ao_real.name(d, src, n, k, s));                                                      \
     }
 MEMCPY_ASYNC(cudaMemcpyAsync, false)
 MEMCPY_ASYNC(cudaMemcpyAsync_ptsz, true)
@@ -147,7 +147,7 @@ MEMCPY_ASYNC(cudaMemcpyAsync_ptsz, true)
     {                                                                                              \
         NEED(name);                                                                                \
         range_check(d, n, stream_of(NULL, ptsz), #name);                                           \
-        return ao_real.name(d, v, n);                                                              \
+        return AO_REAL_CALL(ao_real.name(d, v, n));                                                              \
     }
 MEMSET(cudaMemset, false)
 MEMSET(cudaMemset_ptds, true)
@@ -157,7 +157,7 @@ MEMSET(cudaMemset_ptds, true)
     {                                                                                              \
         NEED(name);                                                                                \
         range_check(d, n, stream_of(s, ptsz), #name);                                              \
-        return ao_real.name(d, v, n, s);                                                           \
+        return AO_REAL_CALL(ao_real.name(d, v, n, s));                                                           \
     }
 MEMSET_ASYNC(cudaMemsetAsync, false)
 MEMSET_ASYNC(cudaMemsetAsync_ptsz, true)
@@ -166,7 +166,7 @@ AO_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
     NEED(cudaStreamDestroy);
     if (!ao_engine_off && s) ao_engine_forget_stream((CUstream)s);
-    return ao_real.cudaStreamDestroy(s);
+    return AO_REAL_CALL(ao_real.cudaStreamDestroy(s));
 }
 
 // --- capture: while one runs, what captured work touches stays resident ----------------------
@@ -174,7 +174,7 @@ AO_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
     AO_EXPORT cudaError_t name(cudaStream_t s, enum cudaStreamCaptureMode m)                       \
     {                                                                                              \
         NEED(name);                                                                                \
-        cudaError_t r = ao_real.name(s, m);                                                        \
+        cudaError_t r = AO_REAL_CALL(ao_real.name(s, m));                                                        \
         if (r == cudaSuccess && !ao_in_hook) __atomic_fetch_add(&ao_capturing, 1, __ATOMIC_RELAXED); \
         return r;                                                                                  \
     }
@@ -185,7 +185,7 @@ BEGIN_CAPTURE(cudaStreamBeginCapture_ptsz)
     AO_EXPORT cudaError_t name(cudaStream_t s, cudaGraph_t *g)                                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        cudaError_t r = ao_real.name(s, g);                                                        \
+        cudaError_t r = AO_REAL_CALL(ao_real.name(s, g));                                                        \
         if (!ao_in_hook) ao_capture_ended();                                                       \
         return r;                                                                                  \
     }

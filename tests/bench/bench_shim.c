@@ -11,9 +11,12 @@
 //   shim_*_ns         the same call under the shim
 //   shim_*_extra_ns   shim - sim (what aoshim adds), and *_ratio = shim/sim
 //   disabled_*        the same under AOSHIM_ENABLE=0
-//   inproc_*_extra_ns the shim's cost measured inside one process: hooked
-//                     and direct calls in alternating batches (the precise
-//                     figure; the cross-process ones carry ~100 ns of noise)
+//   inproc_*_extra_ns the runtime-level hook's own cost, inside one process:
+//                     hooked and direct runtime calls in alternating batches.
+//                     The direct call still passes through aoshim's driver
+//                     hooks (the runtime reaches the driver through entry
+//                     points aoshim hands out), so this is a lower bound; the
+//                     cross-process figures carry ~100 ns of noise.
 // for: launch (cudaLaunchKernel of a 16-pointer kernel outside any layer),
 // passthrough_alloc (cudaMallocAsync + cudaFreeAsync of 64 KiB outside any
 // layer) and tracked_alloc (cudaMallocAsync + cudaFreeAsync of 4 MiB inside a
