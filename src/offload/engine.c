@@ -46,6 +46,7 @@ typedef struct ao_buffer_s {
     ao_chunk_t *chunk;
     void *host;   // pinned slot while a host copy exists
     unsigned seq; // allocation number within its scope
+    int site;     // the report's call site, -1 if none
     bool kept, freed;
     struct ao_buffer_s *next;
 } ao_buffer_t;
@@ -524,7 +525,10 @@ static void poll_locked(void)
             // A freed buffer still pending keeps the chunk until it is done.
             if (c->state == AO_OFFLOADING && s->state == AO_OFFLOADED && free_events_done(c)) {
                 for (ao_buffer_t *b = c->buffers; b; b = b->next)
-                    if (!b->freed) ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)b->size);
+                    if (!b->freed) {
+                        ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)b->size);
+                        ao_rec_site(b->site, -(int64_t)b->size, b->size);
+                    }
                 chunk_unmap(c);
                 ao_rec_memory(s->layer, -(int64_t)c->size, (int64_t)c->size);
                 chunk_set(c, AO_OFFLOADED);
@@ -652,7 +656,7 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
         goto out;
     }
     ao_stat_add(AO_STAT_TRACKED_BUFFERS, 1);
-    ao_rec_alloc(s->layer, size);
+    b->site = ao_rec_alloc(s->layer, size);
     *out = b->addr;
     r = CUDA_SUCCESS;
 out:
@@ -690,6 +694,7 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
     ao_scope_t *s = c->scope;
     b->freed = true;
     c->nlive--;
+    if (c->mapped) ao_rec_site(b->site, -(int64_t)b->size, 0);
     // The allocation record learns which buffers are temporaries.
     if (s == E.open && b->seq < s->rec.n) s->rec.flags[b->seq] |= LEARN_TEMP;
     if (c->state == AO_OFFLOADING) ao_stat_add(AO_STAT_COPIES_SKIPPED, 1);
@@ -915,6 +920,7 @@ static int reload(ao_scope_t *s, bool missed)
             }
             bytes += b->size;
             buffers++;
+            ao_rec_site(b->site, (int64_t)b->size, 0);
         }
         c->safe_stream = NULL;
         chunk_set(c, AO_RELOADING);

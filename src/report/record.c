@@ -121,7 +121,15 @@ static void sample_locked(void)
     uint64_t peak = device, peak_without = without;
     uint64_t gp = ao_stat_get(AO_STAT_PEAK_DEVICE_BYTES);
     uint64_t gw = ao_stat_get(AO_STAT_PEAK_WITHOUT_BYTES);
-    if (gp > R.seen_peak) R.seen_peak = gp, peak = gp > peak ? gp : peak;
+    if (gp > R.seen_peak) {
+        R.seen_peak = gp, peak = gp > peak ? gp : peak;
+        // What each call site had on the device when the peak was raised (at
+        // the first recorded event after it: pass-through allocations raise
+        // it without telling the record).
+        for (uint32_t i = 0; R.sites && R.nsites && i < AO_SITES_MAX; i++)
+            if (R.sites[i].hash)
+                R.sites[i].peak_resident = R.sites[i].resident > 0 ? (uint64_t)R.sites[i].resident : 0;
+    }
     if (gw > R.seen_peak_without)
         R.seen_peak_without = gw, peak_without = gw > peak_without ? gw : peak_without;
     uint64_t pinned = ao_stat_get(AO_STAT_PINNED_HOST_BYTES);
@@ -275,11 +283,11 @@ static bool unwinder(void)
     return bt != NULL;
 }
 
-static void site_add(int layer, uint64_t bytes, void **pc, int depth)
+static int site_add(int layer, uint64_t bytes, void **pc, int depth)
 {
     if (!R.sites && !(R.sites = calloc(AO_SITES_MAX, sizeof *R.sites))) {
         R.sites_dropped_bytes += bytes, R.sites_dropped_count++;
-        return;
+        return -1;
     }
     uint64_t h = 1469598103934665603ull; // FNV-1a over the addresses
     for (int i = 0; i < depth; i++)
@@ -289,25 +297,39 @@ static void site_add(int layer, uint64_t bytes, void **pc, int depth)
         ao_rec_site_t *s = &R.sites[(h + i) & (AO_SITES_MAX - 1)];
         if (s->hash == h && s->depth == (uint32_t)depth &&
             memcmp(s->pc, pc, (size_t)depth * sizeof *pc) == 0) {
-            s->count++, s->bytes += bytes;
+            s->count++, s->bytes += bytes, s->resident += (int64_t)bytes;
             if (layer < s->layer_min) s->layer_min = layer;
             if (layer > s->layer_max) s->layer_max = layer;
-            return;
+            return (int)((h + i) & (AO_SITES_MAX - 1));
         }
         if (!s->hash) {
             if (R.nsites >= AO_SITES_MAX * 3 / 4) break; // keep probes short
             s->hash = h, s->depth = (uint32_t)depth, s->count = 1, s->bytes = bytes;
+            s->resident = (int64_t)bytes;
             s->layer_min = s->layer_max = layer;
             memcpy(s->pc, pc, (size_t)depth * sizeof *pc);
             R.nsites++;
-            return;
+            return (int)((h + i) & (AO_SITES_MAX - 1));
         }
     }
     R.sites_dropped_bytes += bytes, R.sites_dropped_count++;
+    return -1;
 }
 
-void ao_rec_alloc(int layer, uint64_t bytes)
+void ao_rec_site(int site, int64_t resident_delta, uint64_t offloaded)
 {
+    if (site < 0) return;
+    pthread_mutex_lock(&mu);
+    if (R.sites) {
+        R.sites[site].resident += resident_delta;
+        R.sites[site].offloaded += offloaded;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+int ao_rec_alloc(int layer, uint64_t bytes)
+{
+    int site = -1;
     int depth = 0;
     if (ao_config.stacks && unwinder()) {
         depth = unw_backtrace_fn(tls_pc, AO_SITE_DEPTH + 1);
@@ -318,9 +340,10 @@ void ao_rec_alloc(int layer, uint64_t bytes)
     l->buffers++, l->tracked_bytes += bytes;
     if (depth > 0) {
         R.stacks_captured++;
-        site_add(layer, bytes, tls_pc + 1, depth);
+        site = site_add(layer, bytes, tls_pc + 1, depth);
     }
     pthread_mutex_unlock(&mu);
+    return site;
 }
 
 void ao_rec_symbolize(void *pc, const char **module, const char **symbol, uint64_t *offset)

@@ -28,8 +28,11 @@ void ao_rec_late_reload(int layer, int mb, const char *kernel);
 // Device memory of a layer's tracked buffers changed: resident (mapped) and
 // offloaded (only in host memory) bytes. layer -1: not a layer's.
 void ao_rec_memory(int layer, int64_t resident_delta, int64_t offloaded_delta);
-// A tracked allocation (for the call-site table).
-void ao_rec_alloc(int layer, uint64_t bytes);
+// A tracked allocation (for the call-site table): its site's index, or -1.
+int ao_rec_alloc(int layer, uint64_t bytes);
+// A site's buffer left the device (offloaded: copied out and released; or
+// freed) or came back: resident_delta, and bytes offloaded.
+void ao_rec_site(int site, int64_t resident_delta, uint64_t offloaded);
 // aoshim_step_end.
 void ao_rec_step(void);
 // The device, once known (engine start): its name and memory capacity in

@@ -6,6 +6,7 @@
 #include "summary.h"
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,10 +269,14 @@ static void emit_timeline(ao_emitter_t *e)
     ao_emit_obj_end(e);
 }
 
+// Sites ranked by one of their figures.
+static size_t site_key_offset;
 static int site_cmp(const void *a, const void *b)
 {
     const ao_rec_site_t *x = *(ao_rec_site_t *const *)a, *y = *(ao_rec_site_t *const *)b;
-    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+    uint64_t kx = *(const uint64_t *)((const char *)x + site_key_offset);
+    uint64_t ky = *(const uint64_t *)((const char *)y + site_key_offset);
+    return kx < ky ? 1 : kx > ky ? -1 : 0;
 }
 
 // Frames inside aoshim and the CUDA libraries say nothing about the program.
@@ -281,31 +286,18 @@ static bool frame_is_ours(const char *module)
            strncmp(module, "libcuda.", 8) == 0 || strstr(module, "libunwind");
 }
 
-static void emit_sites(ao_emitter_t *e)
+// The top sites by one figure (key: offset of a uint64_t field), as an array.
+static void emit_site_list(ao_emitter_t *e, const char *name, size_t key, uint64_t total)
 {
     enum { TOP = 20, FRAMES = 8 };
-    ao_emit_obj_begin(e, "call_sites");
-    ao_emit_json(e, "enabled", AO_BOOL(ao_config.stacks));
-    ao_emit_json(e, "stacks_captured", AO_U64(R.stacks_captured));
-    ao_emit_json(e, "distinct", AO_U64(R.nsites));
-    ao_emit_json(e, "dropped_count", AO_U64(R.sites_dropped_count));
-    ao_emit_json(e, "dropped_bytes", AO_U64(R.sites_dropped_bytes));
-    ao_rec_site_t *top[TOP];
+    ao_rec_site_t *top[AO_SITES_MAX];
     int n = 0;
-    uint64_t total = 0;
-    for (uint32_t i = 0; R.sites && i < AO_SITES_MAX; i++) {
-        ao_rec_site_t *s = &R.sites[i];
-        if (!s->hash) continue;
-        total += s->bytes;
-        if (n < TOP)
-            top[n++] = s;
-        else if (s->bytes > top[TOP - 1]->bytes)
-            top[TOP - 1] = s;
-        else
-            continue;
-        qsort(top, (size_t)n, sizeof *top, site_cmp);
-    }
-    ao_emit_arr_begin(e, "top");
+    for (uint32_t i = 0; R.sites && i < AO_SITES_MAX; i++)
+        if (R.sites[i].hash) top[n++] = &R.sites[i];
+    site_key_offset = key;
+    qsort(top, (size_t)n, sizeof *top, site_cmp);
+    if (n > TOP) n = TOP;
+    ao_emit_arr_begin(e, name);
     for (int i = 0; i < n; i++) {
         ao_rec_site_t *s = top[i];
         ao_emit_obj_begin(e, NULL);
@@ -313,6 +305,11 @@ static void emit_sites(ao_emitter_t *e)
         ao_emit_json(e, "count", AO_U64(s->count));
         ao_emit_json(e, "share_percent",
                      AO_PCT(total ? 100.0 * (double)s->bytes / (double)total : 0));
+        ao_emit_json(e, "offloaded_bytes", AO_U64(s->offloaded));
+        ao_emit_json(e, "peak_resident_bytes", AO_U64(s->peak_resident));
+        ao_emit_json(e, "peak_share_percent",
+                     AO_PCT(R.seen_peak ? 100.0 * (double)s->peak_resident / (double)R.seen_peak
+                                        : 0));
         ao_emit_json(e, "layer_first", AO_I64(s->layer_min));
         ao_emit_json(e, "layer_last", AO_I64(s->layer_max));
         ao_emit_arr_begin(e, "frames");
@@ -333,6 +330,21 @@ static void emit_sites(ao_emitter_t *e)
         ao_emit_obj_end(e);
     }
     ao_emit_arr_end(e);
+}
+
+static void emit_sites(ao_emitter_t *e)
+{
+    ao_emit_obj_begin(e, "call_sites");
+    ao_emit_json(e, "enabled", AO_BOOL(ao_config.stacks));
+    ao_emit_json(e, "stacks_captured", AO_U64(R.stacks_captured));
+    ao_emit_json(e, "distinct", AO_U64(R.nsites));
+    ao_emit_json(e, "dropped_count", AO_U64(R.sites_dropped_count));
+    ao_emit_json(e, "dropped_bytes", AO_U64(R.sites_dropped_bytes));
+    uint64_t total = 0;
+    for (uint32_t i = 0; R.sites && i < AO_SITES_MAX; i++) total += R.sites[i].bytes;
+    emit_site_list(e, "top", offsetof(ao_rec_site_t, bytes), total);
+    emit_site_list(e, "top_by_offloaded", offsetof(ao_rec_site_t, offloaded), total);
+    emit_site_list(e, "top_by_peak_share", offsetof(ao_rec_site_t, peak_resident), total);
     ao_emit_obj_end(e);
 }
 
