@@ -1240,8 +1240,12 @@ void ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
     }
     if (capturing) c->graph_pinned = true;
     if (late) {
-        ao_stat_add(AO_STAT_LATE_RELOADS, 1);
-        ao_rec_late_reload(sc->layer, sc->mb, what);
+        // Counted per buffer brought back (or kept) for this launch.
+        for (ao_buffer_t *b = c->buffers; b; b = b->next)
+            if (!b->freed) {
+                ao_stat_add(AO_STAT_LATE_RELOADS, 1);
+                ao_rec_late_reload(sc->layer, sc->mb, what);
+            }
         WARN_ONCE("late reload: %s touched layer %d (microbatch %d) outside the schedule; the "
                   "launch waits for it on the GPU (counted in the summary)",
                   what, sc->layer, sc->mb);
