@@ -44,14 +44,14 @@ enum {
 // struct size are left zero, so old callers and new libraries agree.
 typedef struct aoshim_stats_s {
     size_t size;
-    uint64_t peak_device_bytes;    // peak of device memory aoshim saw allocated
-    uint64_t offloaded_bytes;      // bytes copied device -> host
-    uint64_t reloaded_bytes;       // bytes copied host -> device
-    uint64_t tracked_buffers;      // buffers ever tracked
-    uint64_t kept_resident;        // candidates that stayed on the device
-    uint64_t late_reloads;         // reloads forced by a launch, not the schedule
-    uint64_t reload_wait_ns;       // time the compute stream waited on reloads
-    uint64_t pinned_host_bytes;    // pinned host pool size
+    uint64_t peak_device_bytes; // peak of device memory aoshim saw allocated
+    uint64_t offloaded_bytes;   // bytes copied device -> host
+    uint64_t reloaded_bytes;    // bytes copied host -> device
+    uint64_t tracked_buffers;   // buffers ever tracked
+    uint64_t kept_resident;     // candidates that stayed on the device
+    uint64_t late_reloads;      // reloads forced by a launch, not the schedule
+    uint64_t reload_wait_ns;    // time the compute stream waited on reloads
+    uint64_t pinned_host_bytes; // pinned host pool size
 } aoshim_stats_t;
 
 // --- the control API (defined by libaoshim.so) --------------------------------
@@ -87,16 +87,46 @@ AOSHIM_API const char *aoshim_version(void);
 #pragma weak aoshim_version
 
 #define AOSHIM_TRY_(fn, ...) ((fn) ? fn(__VA_ARGS__) : AOSHIM_ENOTLOADED)
-static inline int aoshim_try_layer_begin(int l) { return AOSHIM_TRY_(aoshim_layer_begin, l); }
-static inline int aoshim_try_layer_end(int l) { return AOSHIM_TRY_(aoshim_layer_end, l); }
-static inline int aoshim_try_backward_begin(int l) { return AOSHIM_TRY_(aoshim_backward_begin, l); }
-static inline int aoshim_try_backward_end(int l) { return AOSHIM_TRY_(aoshim_backward_end, l); }
-static inline int aoshim_try_step_end(void) { return aoshim_step_end ? aoshim_step_end() : AOSHIM_ENOTLOADED; }
-static inline int aoshim_try_set_microbatch(int mb) { return AOSHIM_TRY_(aoshim_set_microbatch, mb); }
-static inline int aoshim_try_set_stream(void *s) { return AOSHIM_TRY_(aoshim_set_stream, s); }
-static inline int aoshim_try_keep(const void *p) { return AOSHIM_TRY_(aoshim_keep, p); }
-static inline int aoshim_try_get_stats(aoshim_stats_t *o) { return AOSHIM_TRY_(aoshim_get_stats, o); }
-static inline int aoshim_loaded(void) { return aoshim_version != NULL; }
+static inline int aoshim_try_layer_begin(int l)
+{
+    return AOSHIM_TRY_(aoshim_layer_begin, l);
+}
+static inline int aoshim_try_layer_end(int l)
+{
+    return AOSHIM_TRY_(aoshim_layer_end, l);
+}
+static inline int aoshim_try_backward_begin(int l)
+{
+    return AOSHIM_TRY_(aoshim_backward_begin, l);
+}
+static inline int aoshim_try_backward_end(int l)
+{
+    return AOSHIM_TRY_(aoshim_backward_end, l);
+}
+static inline int aoshim_try_step_end(void)
+{
+    return aoshim_step_end ? aoshim_step_end() : AOSHIM_ENOTLOADED;
+}
+static inline int aoshim_try_set_microbatch(int mb)
+{
+    return AOSHIM_TRY_(aoshim_set_microbatch, mb);
+}
+static inline int aoshim_try_set_stream(void *s)
+{
+    return AOSHIM_TRY_(aoshim_set_stream, s);
+}
+static inline int aoshim_try_keep(const void *p)
+{
+    return AOSHIM_TRY_(aoshim_keep, p);
+}
+static inline int aoshim_try_get_stats(aoshim_stats_t *o)
+{
+    return AOSHIM_TRY_(aoshim_get_stats, o);
+}
+static inline int aoshim_loaded(void)
+{
+    return aoshim_version != NULL;
+}
 #undef AOSHIM_TRY_
 #endif
 

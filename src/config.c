@@ -45,12 +45,22 @@ int ao_parse_size(const char *s, uint64_t *out)
     if (parse_digits(&s, &v) < 0) return -1;
     unsigned shift = 0;
     switch (toupper((unsigned char)*s)) {
-    case '\0': break;
-    case 'K': shift = 10; break;
-    case 'M': shift = 20; break;
-    case 'G': shift = 30; break;
-    case 'T': shift = 40; break;
-    default: return -1;
+    case '\0':
+        break;
+    case 'K':
+        shift = 10;
+        break;
+    case 'M':
+        shift = 20;
+        break;
+    case 'G':
+        shift = 30;
+        break;
+    case 'T':
+        shift = 40;
+        break;
+    default:
+        return -1;
     }
     if (*s) {
         s++;
@@ -100,7 +110,8 @@ int ao_parse_layers(const char *s, ao_layerset_t *out)
             s++;
             if (parse_digits(&s, &hi) < 0 || hi >= AO_MAX_LAYERS || hi < lo) return -1;
         }
-        for (uint64_t l = lo; l <= hi; l++) out->bits[l / 64] |= 1ull << (l % 64);
+        for (uint64_t l = lo; l <= hi; l++)
+            out->bits[l / 64] |= 1ull << (l % 64);
         if (*s == '\0') return 0;
         if (*s++ != ',') return -1;
     }
@@ -110,34 +121,58 @@ bool ao_layerset_has(const ao_layerset_t *s, unsigned layer, unsigned nlayers)
 {
     if (layer >= AO_MAX_LAYERS) return false;
     switch (s->kind) {
-    case AO_LAYERS_ALL: return true; // the engine never offloads the last layer
-    case AO_LAYERS_COUNT: return layer < s->count;
+    case AO_LAYERS_ALL:
+        return true; // the engine never offloads the last layer
+    case AO_LAYERS_COUNT:
+        return layer < s->count;
     case AO_LAYERS_PERCENT:
         // Until the layer count is known (the first forward pass), nothing.
         return nlayers > 0 && layer < (nlayers * s->percent + 50) / 100;
-    case AO_LAYERS_LIST: return (s->bits[layer / 64] >> (layer % 64)) & 1;
+    case AO_LAYERS_LIST:
+        return (s->bits[layer / 64] >> (layer % 64)) & 1;
     }
     return false;
 }
 
 // --- the table ----------------------------------------------------------------
-static int set_bool(void *f, const char *v) { return ao_parse_bool(v, f); }
-static int set_size(void *f, const char *v) { return ao_parse_size(v, f); }
-static int set_uint(void *f, const char *v) { return ao_parse_uint(v, 64, f); }
-static int set_level(void *f, const char *v) { return ao_parse_uint(v, 2, f); }
-static int set_layers(void *f, const char *v) { return ao_parse_layers(v, f); }
+static int set_bool(void *f, const char *v)
+{
+    return ao_parse_bool(v, f);
+}
+static int set_size(void *f, const char *v)
+{
+    return ao_parse_size(v, f);
+}
+static int set_uint(void *f, const char *v)
+{
+    return ao_parse_uint(v, 64, f);
+}
+static int set_level(void *f, const char *v)
+{
+    return ao_parse_uint(v, 2, f);
+}
+static int set_layers(void *f, const char *v)
+{
+    return ao_parse_layers(v, f);
+}
 // A path is kept as given (it points into the environment, which outlives
 // the run). Empty is the built-in default, "no file"; a user who sets the
 // variable to nothing most likely meant a file, so that is an error.
-static int set_path_default(void *f, const char *v) { return *(const char **)f = *v ? v : NULL, 0; }
-static int set_path(void *f, const char *v) { return *v ? (*(const char **)f = v, 0) : -1; }
+static int set_path_default(void *f, const char *v)
+{
+    return *(const char **)f = *v ? v : NULL, 0;
+}
+static int set_path(void *f, const char *v)
+{
+    return *v ? (*(const char **)f = v, 0) : -1;
+}
 
-#define AO_SET_DEFAULT_bool set_bool
-#define AO_SET_DEFAULT_size set_size
-#define AO_SET_DEFAULT_uint set_uint
-#define AO_SET_DEFAULT_level set_level
+#define AO_SET_DEFAULT_bool   set_bool
+#define AO_SET_DEFAULT_size   set_size
+#define AO_SET_DEFAULT_uint   set_uint
+#define AO_SET_DEFAULT_level  set_level
 #define AO_SET_DEFAULT_layers set_layers
-#define AO_SET_DEFAULT_path set_path_default
+#define AO_SET_DEFAULT_path   set_path_default
 
 typedef struct ao_option_s {
     const char *name; // without the AOSHIM_ prefix
@@ -166,7 +201,8 @@ static size_t distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b), row[64];
     if (la >= 64 || lb >= 64) return SIZE_MAX;
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
     for (size_t i = 1; i <= la; i++) {
         size_t diag = row[0];
         row[0] = i;
@@ -223,7 +259,6 @@ int ao_config_load(ao_config_t *cfg, char *const *env, char *err, size_t errlen)
         int r = ao_config_set(cfg, name, eq + 1, err, errlen);
         if (r < 0) return -1;
         if (r > 0) ao_log(AO_LOG_WARN, "%s", err); // a typo must not pass silently
-
     }
     return 0;
 }
@@ -236,8 +271,8 @@ void ao_config_print(int fd)
         char var[64];
         snprintf(var, sizeof var, "AOSHIM_%s", options[i].name);
         const char *set = getenv(var);
-        int n = snprintf(line, sizeof line, "aoshim: option %s=%s%s\n", var, set ? set : options[i].def,
-                         set ? "" : " (default)");
+        int n = snprintf(line, sizeof line, "aoshim: option %s=%s%s\n", var,
+                         set ? set : options[i].def, set ? "" : " (default)");
         if (n > 0) ao_write_line(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     }
 }

@@ -16,12 +16,17 @@
 // Which layers to offload: every layer but the last (ALL), the first N
 // (COUNT), a fraction of the layers (PERCENT, resolved once the layer count is
 // known), or an explicit set (LIST).
-typedef enum ao_layers_kind_e { AO_LAYERS_ALL, AO_LAYERS_COUNT, AO_LAYERS_PERCENT, AO_LAYERS_LIST } ao_layers_kind_t;
+typedef enum ao_layers_kind_e {
+    AO_LAYERS_ALL,
+    AO_LAYERS_COUNT,
+    AO_LAYERS_PERCENT,
+    AO_LAYERS_LIST
+} ao_layers_kind_t;
 
 typedef struct ao_layerset_s {
     ao_layers_kind_t kind;
-    unsigned count;   // COUNT
-    unsigned percent; // PERCENT, 0..100
+    unsigned count;                    // COUNT
+    unsigned percent;                  // PERCENT, 0..100
     uint64_t bits[AO_MAX_LAYERS / 64]; // LIST
 } ao_layerset_t;
 
@@ -34,15 +39,14 @@ typedef struct ao_layerset_s {
       "'all', 'none', a count of first layers (12), a list with ranges (0-11,14) or a "            \
       "percentage (50%)",                                                                          \
       "forward layers whose activations go to host memory; 'all' means every layer but the last "  \
-      "2 + AOSHIM_PREFETCH, whose reload would start as soon as backward begins")             \
+      "2 + AOSHIM_PREFETCH, whose reload would start as soon as backward begins")                  \
     X(PREFETCH, prefetch, uint, "1", "an integer from 0 to 64",                                    \
-      "layers reloaded ahead: when backward of layer L begins, layers L-1 .. L-d come back")                                          \
+      "layers reloaded ahead: when backward of layer L begins, layers L-1 .. L-d come back")       \
     X(MIN_BYTES, min_bytes, size, "1MiB", "a size such as 4096, 512K, 1MiB, 2G",                   \
       "buffers smaller than this are never offloaded")                                             \
     X(HOST_LIMIT, host_limit, size, "0", "a size such as 64G (0: no limit)",                       \
       "cap on the pinned host memory pool")                                                        \
-    X(VERBOSE, verbose, level, "0", "0, 1 or 2",                                                  \
-      "1: version and every effective option at start")                                            \
+    X(VERBOSE, verbose, level, "0", "0, 1 or 2", "1: version and every effective option at start") \
     X(QUIET, quiet, bool, "0", "a boolean (1/0, true/false, yes/no, on/off)",                      \
       "1: no summary at exit")                                                                     \
     X(REPORT, report, path, "", "a file name (%p: pid, %r: rank, %h: host)",                       \
@@ -55,12 +59,12 @@ typedef struct ao_layerset_s {
       "0: do not capture call stacks of tracked allocations (the report's call sites)")
 
 typedef struct ao_config_s {
-#define AO_FIELD_bool bool
-#define AO_FIELD_size uint64_t
-#define AO_FIELD_uint unsigned
-#define AO_FIELD_level unsigned
-#define AO_FIELD_path const char *
-#define AO_FIELD_layers ao_layerset_t
+#define AO_FIELD_bool                             bool
+#define AO_FIELD_size                             uint64_t
+#define AO_FIELD_uint                             unsigned
+#define AO_FIELD_level                            unsigned
+#define AO_FIELD_path                             const char *
+#define AO_FIELD_layers                           ao_layerset_t
 #define X(NAME, field, type, def, accepted, help) AO_FIELD_##type field;
     AO_OPTIONS(X)
 #undef X

@@ -13,13 +13,34 @@
 #include "offload/engine.h"
 #include "stats.h"
 
-AOSHIM_API int aoshim_layer_begin(int layer) { return ao_engine_layer_begin(layer); }
-AOSHIM_API int aoshim_layer_end(int layer) { return ao_engine_layer_end(layer); }
-AOSHIM_API int aoshim_backward_begin(int layer) { return ao_engine_backward_begin(layer); }
-AOSHIM_API int aoshim_backward_end(int layer) { return ao_engine_backward_end(layer); }
-AOSHIM_API int aoshim_step_end(void) { return ao_engine_step_end(); }
-AOSHIM_API int aoshim_set_microbatch(int mb) { return ao_engine_set_microbatch(mb); }
-AOSHIM_API int aoshim_set_stream(void *s) { return ao_engine_set_stream((CUstream)s); }
+AOSHIM_API int aoshim_layer_begin(int layer)
+{
+    return ao_engine_layer_begin(layer);
+}
+AOSHIM_API int aoshim_layer_end(int layer)
+{
+    return ao_engine_layer_end(layer);
+}
+AOSHIM_API int aoshim_backward_begin(int layer)
+{
+    return ao_engine_backward_begin(layer);
+}
+AOSHIM_API int aoshim_backward_end(int layer)
+{
+    return ao_engine_backward_end(layer);
+}
+AOSHIM_API int aoshim_step_end(void)
+{
+    return ao_engine_step_end();
+}
+AOSHIM_API int aoshim_set_microbatch(int mb)
+{
+    return ao_engine_set_microbatch(mb);
+}
+AOSHIM_API int aoshim_set_stream(void *s)
+{
+    return ao_engine_set_stream((CUstream)s);
+}
 // A buffer aoshim passed through is never offloaded: keeping it is a no-op.
 // A pointer aoshim never saw allocated is the caller's mistake.
 AOSHIM_API int aoshim_keep(const void *p)

@@ -22,7 +22,7 @@
 #include "report/report.h"
 
 #define AO_STR2(x) #x
-#define AO_STR(x) AO_STR2(x)
+#define AO_STR(x)  AO_STR2(x)
 #define AO_VERSION_STRING                                                                          \
     AO_STR(AOSHIM_VERSION_MAJOR) "." AO_STR(AOSHIM_VERSION_MINOR) "." AO_STR(AOSHIM_VERSION_PATCH)
 

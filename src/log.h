@@ -16,7 +16,8 @@ enum ao_log_level { AO_LOG_INFO, AO_LOG_WARN, AO_LOG_ERROR };
 // one instruction instead of a __tls_get_addr call; it needs the library to
 // be loaded at start-up, which LD_PRELOAD does (glibc keeps surplus static
 // TLS for the few bytes a library loaded later would need).
-#define AO_TLS __thread __attribute__((tls_model("initial-exec"))) // later warnings are counted, not printed
+#define AO_TLS                                                                                     \
+    __thread __attribute__((tls_model("initial-exec"))) // later warnings are counted, not printed
 
 void ao_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ao_vlog(int level, const char *fmt, va_list ap);

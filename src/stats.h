@@ -8,33 +8,33 @@
 
 // X(NAME, label in the summary)
 #define AO_STATS(X)                                                                                \
-    X(PASSTHROUGH_BYTES, "device bytes allocated outside aoshim (live)")                          \
-    X(TRACKED_RESIDENT_BYTES, "tracked bytes with device memory (live)")                          \
-    X(TRACKED_LIVE_BYTES, "tracked bytes, resident or offloaded (live)")                          \
-    X(PEAK_DEVICE_BYTES, "peak device memory")                                                    \
-    X(PEAK_WITHOUT_BYTES, "peak without offloading")                                              \
-    X(TRACKED_BUFFERS, "buffers tracked")                                                         \
-    X(OFFLOADED_BYTES, "bytes offloaded (copied out and released)")                              \
-    X(RELOADED_BYTES, "bytes reloaded")                                                           \
-    X(OFFLOADED_BUFFERS, "buffers offloaded")                                                     \
-    X(LAYERS_OFFLOADED, "layer offloads")                                                         \
-    X(COPIES_SKIPPED, "buffers freed before their copy")                                          \
-    X(OFFLOADS_CANCELLED, "offloads cancelled by an early reload")                                \
-    X(PREFETCH_MISSED, "reloads issued late, at the layer's own backward")                        \
-    X(LATE_RELOADS, "late reloads (buffers a kernel needed outside the schedule)")                         \
-    X(RELOAD_WAIT_NS, "compute stream waited on reloads (ns)")                                    \
-    X(D2H_COPY_NS, "device-to-host copy time (ns)")                                               \
-    X(H2D_COPY_NS, "host-to-device copy time (ns)")                                               \
-    X(KEPT_SMALL, "kept resident: below AOSHIM_MIN_BYTES")                                        \
-    X(KEPT_HOST_LIMIT, "kept resident: AOSHIM_HOST_LIMIT reached")                                \
-    X(KEPT_PIN_FAILED, "kept resident: pinning host memory failed")                               \
-    X(KEPT_BY_USER, "kept resident: aoshim_keep")                                                 \
-    X(KEPT_NO_DEVICE_SPACE, "kept resident: no device memory to reload into")                     \
-    X(KEPT_GRAPH, "kept resident: used by a captured CUDA graph")                                 \
-    X(PINNED_HOST_BYTES, "pinned host pool")                                                      \
-    X(PIN_CALLS, "host pinning calls")                                                            \
-    X(MEM_CREATE_CALLS, "cuMemCreate calls")                                                      \
-    X(ADDRESS_RESERVE_CALLS, "cuMemAddressReserve calls")                                         \
+    X(PASSTHROUGH_BYTES, "device bytes allocated outside aoshim (live)")                           \
+    X(TRACKED_RESIDENT_BYTES, "tracked bytes with device memory (live)")                           \
+    X(TRACKED_LIVE_BYTES, "tracked bytes, resident or offloaded (live)")                           \
+    X(PEAK_DEVICE_BYTES, "peak device memory")                                                     \
+    X(PEAK_WITHOUT_BYTES, "peak without offloading")                                               \
+    X(TRACKED_BUFFERS, "buffers tracked")                                                          \
+    X(OFFLOADED_BYTES, "bytes offloaded (copied out and released)")                                \
+    X(RELOADED_BYTES, "bytes reloaded")                                                            \
+    X(OFFLOADED_BUFFERS, "buffers offloaded")                                                      \
+    X(LAYERS_OFFLOADED, "layer offloads")                                                          \
+    X(COPIES_SKIPPED, "buffers freed before their copy")                                           \
+    X(OFFLOADS_CANCELLED, "offloads cancelled by an early reload")                                 \
+    X(PREFETCH_MISSED, "reloads issued late, at the layer's own backward")                         \
+    X(LATE_RELOADS, "late reloads (buffers a kernel needed outside the schedule)")                 \
+    X(RELOAD_WAIT_NS, "compute stream waited on reloads (ns)")                                     \
+    X(D2H_COPY_NS, "device-to-host copy time (ns)")                                                \
+    X(H2D_COPY_NS, "host-to-device copy time (ns)")                                                \
+    X(KEPT_SMALL, "kept resident: below AOSHIM_MIN_BYTES")                                         \
+    X(KEPT_HOST_LIMIT, "kept resident: AOSHIM_HOST_LIMIT reached")                                 \
+    X(KEPT_PIN_FAILED, "kept resident: pinning host memory failed")                                \
+    X(KEPT_BY_USER, "kept resident: aoshim_keep")                                                  \
+    X(KEPT_NO_DEVICE_SPACE, "kept resident: no device memory to reload into")                      \
+    X(KEPT_GRAPH, "kept resident: used by a captured CUDA graph")                                  \
+    X(PINNED_HOST_BYTES, "pinned host pool")                                                       \
+    X(PIN_CALLS, "host pinning calls")                                                             \
+    X(MEM_CREATE_CALLS, "cuMemCreate calls")                                                       \
+    X(ADDRESS_RESERVE_CALLS, "cuMemAddressReserve calls")                                          \
     X(OOM_RETRIES, "allocations retried after giving back pooled memory")
 
 typedef enum ao_stat_e {

@@ -26,7 +26,8 @@ AO_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
     NEED(cuMemAlloc_v2);
     if (ao_hook_track(p, n, NULL, false)) return CUDA_SUCCESS;
     CUresult r = AO_REAL_CALL(ao_real.cuMemAlloc_v2(p, n));
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_hook_retry()) r = AO_REAL_CALL(ao_real.cuMemAlloc_v2(p, n));
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_hook_retry())
+        r = AO_REAL_CALL(ao_real.cuMemAlloc_v2(p, n));
     if (r == CUDA_SUCCESS && p) ao_hook_passed(*p, n);
     return r;
 }
@@ -45,7 +46,8 @@ AO_EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
         NEED(name);                                                                                \
         if (ao_hook_track(p, n, stream_of(s, ptsz), true)) return CUDA_SUCCESS;                    \
         CUresult r = AO_REAL_CALL(ao_real.name(p, n, s));                                          \
-        if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_hook_retry()) r = AO_REAL_CALL(ao_real.name(p, n, s)); \
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_hook_retry())                                      \
+            r = AO_REAL_CALL(ao_real.name(p, n, s));                                               \
         if (r == CUDA_SUCCESS && p) ao_hook_passed(*p, n);                                         \
         return r;                                                                                  \
     }
@@ -86,7 +88,7 @@ static inline void launch_check(CUfunction f, void **params, void **extra, CUstr
     {                                                                                              \
         NEED(name);                                                                                \
         launch_check(f, params, extra, stream_of(s, ptsz));                                        \
-        return AO_REAL_CALL(ao_real.name(f, gx, gy, gz, bx, by, bz, shm, s, params, extra));                     \
+        return AO_REAL_CALL(ao_real.name(f, gx, gy, gz, bx, by, bz, shm, s, params, extra));       \
     }
 LAUNCH(cuLaunchKernel, false)
 LAUNCH(cuLaunchKernel_ptsz, true)
@@ -96,7 +98,7 @@ LAUNCH(cuLaunchKernel_ptsz, true)
     {                                                                                              \
         NEED(name);                                                                                \
         if (c) launch_check(f, params, extra, stream_of(c->hStream, ptsz));                        \
-        return AO_REAL_CALL(ao_real.name(c, f, params, extra));                                                  \
+        return AO_REAL_CALL(ao_real.name(c, f, params, extra));                                    \
     }
 LAUNCH_EX(cuLaunchKernelEx, false)
 LAUNCH_EX(cuLaunchKernelEx_ptsz, true)
@@ -116,10 +118,10 @@ static inline void range_check(CUdeviceptr p, size_t n, CUstream s, const char *
         CUstream s_ = stream_of(CU_STREAM_ARG_##async, ptsz);                                      \
         range_check((CUdeviceptr)(uintptr_t)d, n, s_, #name);                                      \
         range_check((CUdeviceptr)(uintptr_t)src, n, s_, #name);                                    \
-        return AO_REAL_CALL(ao_real.name(d, src, n CU_PASS_##async));                                            \
+        return AO_REAL_CALL(ao_real.name(d, src, n CU_PASS_##async));                              \
     }
 #define CU_ASYNC_0
-#define CU_ASYNC_1 , CUstream st
+#define CU_ASYNC_1      , CUstream st
 #define CU_STREAM_ARG_0 NULL
 #define CU_STREAM_ARG_1 st
 #define CU_PASS_0
@@ -145,8 +147,8 @@ COPY(cuMemcpyAsync_ptsz, true, CUdeviceptr, CUdeviceptr, 1)
     AO_EXPORT CUresult name(CUdeviceptr d, vtype v, size_t n CU_ASYNC_##async)                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        range_check(d, n * (unit), stream_of(CU_STREAM_ARG_##async, ptsz), #name);                 \
-        return AO_REAL_CALL(ao_real.name(d, v, n CU_PASS_##async));                                              \
+        range_check(d, n *(unit), stream_of(CU_STREAM_ARG_##async, ptsz), #name);                  \
+        return AO_REAL_CALL(ao_real.name(d, v, n CU_PASS_##async));                                \
     }
 SET(cuMemsetD8_v2, false, unsigned char, 1, 0)
 SET(cuMemsetD8_v2_ptds, true, unsigned char, 1, 0)
@@ -162,8 +164,9 @@ SET(cuMemsetD32Async_ptsz, true, unsigned, 4, 1)
     AO_EXPORT CUresult name(CUstream s, CUstreamCaptureMode m)                                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        CUresult r = AO_REAL_CALL(ao_real.name(s, m));                                                           \
-        if (r == CUDA_SUCCESS && !ao_in_hook) __atomic_fetch_add(&ao_capturing, 1, __ATOMIC_RELAXED); \
+        CUresult r = AO_REAL_CALL(ao_real.name(s, m));                                             \
+        if (r == CUDA_SUCCESS && !ao_in_hook)                                                      \
+            __atomic_fetch_add(&ao_capturing, 1, __ATOMIC_RELAXED);                                \
         return r;                                                                                  \
     }
 BEGIN_CAPTURE(cuStreamBeginCapture_v2)
@@ -173,7 +176,7 @@ BEGIN_CAPTURE(cuStreamBeginCapture_v2_ptsz)
     AO_EXPORT CUresult name(CUstream s, CUgraph *g)                                                \
     {                                                                                              \
         NEED(name);                                                                                \
-        CUresult r = AO_REAL_CALL(ao_real.name(s, g));                                                           \
+        CUresult r = AO_REAL_CALL(ao_real.name(s, g));                                             \
         if (!ao_in_hook) ao_capture_ended();                                                       \
         return r;                                                                                  \
     }
@@ -203,13 +206,16 @@ AO_EXPORT CUresult cuGetProcAddress(const char *sym, void **pfn, int ver, cuuint
 
 typedef struct wrap_s {
     const char *name;
-    int min_version;  // the version at which the wrapped ABI is what the name returns
+    int min_version; // the version at which the wrapped ABI is what the name returns
     void *legacy, *ptsz;
 } wrap_t;
 
 void ao_hook_substitute(const char *sym, void **pfn, int ver, cuuint64_t flags)
 {
-#define W(name, ver, legacy, ptsz) {name, ver, (void *)legacy, (void *)ptsz}
+#define W(name, ver, legacy, ptsz)                                                                 \
+    {                                                                                              \
+        name, ver, (void *)legacy, (void *)ptsz                                                    \
+    }
     static const wrap_t wraps[] = {
         W("cuMemAlloc", 3020, cuMemAlloc_v2, cuMemAlloc_v2),
         W("cuMemFree", 3020, cuMemFree_v2, cuMemFree_v2),
@@ -236,14 +242,17 @@ void ao_hook_substitute(const char *sym, void **pfn, int ver, cuuint64_t flags)
     if (!sym || strncmp(sym, "cu", 2) != 0) return;
     if (strcmp(sym, "cuGetProcAddress") == 0) {
         // The answer's ABI follows the version: 4 arguments before 12.0.
-        if (ver >= 12000) *pfn = (void *)cuGetProcAddress_v2;
-        else if (ver >= 11030) *pfn = (void *)cuGetProcAddress;
+        if (ver >= 12000)
+            *pfn = (void *)cuGetProcAddress_v2;
+        else if (ver >= 11030)
+            *pfn = (void *)cuGetProcAddress;
         return;
     }
     for (size_t i = 0; i < sizeof wraps / sizeof *wraps; i++) {
         if (strcmp(sym, wraps[i].name) != 0) continue;
         if (ver < wraps[i].min_version) return;
-        *pfn = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ? wraps[i].ptsz : wraps[i].legacy;
+        *pfn =
+            flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ? wraps[i].ptsz : wraps[i].legacy;
         return;
     }
 }

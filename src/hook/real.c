@@ -77,8 +77,8 @@ static void driver_init(void)
         return;
     }
     CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
-        (CUresult(*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
-            ao_dlsym_real(h, "cuGetProcAddress_v2");
+        (CUresult(*)(const char *, void **, int, cuuint64_t,
+                     CUdriverProcAddressQueryResult *))ao_dlsym_real(h, "cuGetProcAddress_v2");
     if (!gpa) {
         ao_log(AO_LOG_WARN, "libcuda.so.1 has no cuGetProcAddress_v2: offloading disabled");
         return;

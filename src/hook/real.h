@@ -34,8 +34,8 @@
       (cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s))                   \
     X(__cudaLaunchKernel_ptsz, cudaError_t,                                                        \
       (cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s))                   \
-    X(cudaMemcpy, cudaError_t, (void *d, const void *s, size_t n, enum cudaMemcpyKind k))           \
-    X(cudaMemcpy_ptds, cudaError_t, (void *d, const void *s, size_t n, enum cudaMemcpyKind k))      \
+    X(cudaMemcpy, cudaError_t, (void *d, const void *s, size_t n, enum cudaMemcpyKind k))          \
+    X(cudaMemcpy_ptds, cudaError_t, (void *d, const void *s, size_t n, enum cudaMemcpyKind k))     \
     X(cudaMemcpyAsync, cudaError_t,                                                                \
       (void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st))                  \
     X(cudaMemcpyAsync_ptsz, cudaError_t,                                                           \
@@ -107,7 +107,7 @@
     X(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync", 3020, 1, CUresult,                                \
       (CUdeviceptr dst, const void *src, size_t n, CUstream s))                                    \
     X(cuStreamCreate, "cuStreamCreate", 2000, 0, CUresult, (CUstream * s, unsigned fl))            \
-    X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 1, CUresult, (CUstream s))                \
+    X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 1, CUresult, (CUstream s))                 \
     X(cuStreamWaitEvent, "cuStreamWaitEvent", 3020, 1, CUresult,                                   \
       (CUstream s, CUevent e, unsigned fl))                                                        \
     X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000, 1, CUresult,                              \
@@ -127,8 +127,7 @@
     X(cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD", 3020, 2, CUresult,                                     \
       (CUdeviceptr d, const void *s, size_t n))                                                    \
     X(cuMemcpyDtoH_v2, "cuMemcpyDtoH", 3020, 1, CUresult, (void *d, CUdeviceptr s, size_t n))      \
-    X(cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH", 3020, 2, CUresult,                                     \
-      (void *d, CUdeviceptr s, size_t n))                                                          \
+    X(cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH", 3020, 2, CUresult, (void *d, CUdeviceptr s, size_t n)) \
     X(cuMemcpyDtoD_v2, "cuMemcpyDtoD", 3020, 1, CUresult,                                          \
       (CUdeviceptr d, CUdeviceptr s, size_t n))                                                    \
     X(cuMemcpyDtoD_v2_ptds, "cuMemcpyDtoD", 3020, 2, CUresult,                                     \
@@ -151,7 +150,8 @@
     X(cuMemsetD8_v2_ptds, "cuMemsetD8", 3020, 2, CUresult,                                         \
       (CUdeviceptr d, unsigned char v, size_t n))                                                  \
     X(cuMemsetD32_v2, "cuMemsetD32", 3020, 1, CUresult, (CUdeviceptr d, unsigned v, size_t n))     \
-    X(cuMemsetD32_v2_ptds, "cuMemsetD32", 3020, 2, CUresult, (CUdeviceptr d, unsigned v, size_t n)) \
+    X(cuMemsetD32_v2_ptds, "cuMemsetD32", 3020, 2, CUresult,                                       \
+      (CUdeviceptr d, unsigned v, size_t n))                                                       \
     X(cuMemsetD8Async, "cuMemsetD8Async", 3020, 1, CUresult,                                       \
       (CUdeviceptr d, unsigned char v, size_t n, CUstream st))                                     \
     X(cuMemsetD8Async_ptsz, "cuMemsetD8Async", 3020, 2, CUresult,                                  \
@@ -165,10 +165,11 @@
     X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, 2, CUresult,                    \
       (CUstream s, CUstreamCaptureMode m))                                                         \
     X(cuStreamEndCapture, "cuStreamEndCapture", 10000, 1, CUresult, (CUstream s, CUgraph * g))     \
-    X(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, 2, CUresult, (CUstream s, CUgraph * g)) \
-    X(cuFuncGetParamInfo, "cuFuncGetParamInfo", 12040, 0, CUresult,                               \
+    X(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, 2, CUresult,                           \
+      (CUstream s, CUgraph * g))                                                                   \
+    X(cuFuncGetParamInfo, "cuFuncGetParamInfo", 12040, 0, CUresult,                                \
       (CUfunction f, size_t i, size_t * off, size_t * size))                                       \
-    X(cuKernelGetParamInfo, "cuKernelGetParamInfo", 12040, 0, CUresult,                           \
+    X(cuKernelGetParamInfo, "cuKernelGetParamInfo", 12040, 0, CUresult,                            \
       (CUkernel k, size_t i, size_t * off, size_t * size))                                         \
     X(cuFuncGetName, "cuFuncGetName", 12030, 0, CUresult, (const char **n, CUfunction f))          \
     X(cuKernelGetName, "cuKernelGetName", 12030, 0, CUresult, (const char **n, CUkernel k))        \

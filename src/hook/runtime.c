@@ -28,7 +28,8 @@ AO_EXPORT cudaError_t cudaMalloc(void **p, size_t n)
     NEED(cudaMalloc);
     if (ao_hook_track((CUdeviceptr *)p, n, NULL, false)) return cudaSuccess;
     cudaError_t r = AO_REAL_CALL(ao_real.cudaMalloc(p, n));
-    if (r == cudaErrorMemoryAllocation && ao_hook_retry()) r = AO_REAL_CALL(ao_real.cudaMalloc(p, n));
+    if (r == cudaErrorMemoryAllocation && ao_hook_retry())
+        r = AO_REAL_CALL(ao_real.cudaMalloc(p, n));
     if (r == cudaSuccess && p) ao_hook_passed((CUdeviceptr)*p, n);
     return r;
 }
@@ -84,7 +85,7 @@ static inline void launch_check(const void *fn, int kind, void **args, CUstream 
     {                                                                                              \
         NEED(name);                                                                                \
         launch_check(f, AO_FN_HOST, args, stream_of(s, ptsz));                                     \
-        return AO_REAL_CALL(ao_real.name(f, g, b, args, shm, s));                                                \
+        return AO_REAL_CALL(ao_real.name(f, g, b, args, shm, s));                                  \
     }
 LAUNCH(cudaLaunchKernel, false)
 LAUNCH(cudaLaunchKernel_ptsz, true)
@@ -94,7 +95,7 @@ LAUNCH(cudaLaunchKernel_ptsz, true)
     {                                                                                              \
         NEED(name);                                                                                \
         if (c) launch_check(f, AO_FN_HOST, args, stream_of(c->stream, ptsz));                      \
-        return AO_REAL_CALL(ao_real.name(c, f, args));                                                           \
+        return AO_REAL_CALL(ao_real.name(c, f, args));                                             \
     }
 LAUNCH_EXC(cudaLaunchKernelExC, false)
 LAUNCH_EXC(cudaLaunchKernelExC_ptsz, true)
@@ -107,7 +108,7 @@ LAUNCH_EXC(cudaLaunchKernelExC_ptsz, true)
     {                                                                                              \
         NEED(name);                                                                                \
         launch_check(k, AO_FN_KERNEL, args, stream_of(s, ptsz));                                   \
-        return AO_REAL_CALL(ao_real.name(k, g, b, args, shm, s));                                                \
+        return AO_REAL_CALL(ao_real.name(k, g, b, args, shm, s));                                  \
     }
 LAUNCH_STUB(__cudaLaunchKernel, false)
 LAUNCH_STUB(__cudaLaunchKernel_ptsz, true)
@@ -125,7 +126,7 @@ static inline void range_check(const void *p, size_t n, CUstream s, const char *
         NEED(name);                                                                                \
         range_check(d, n, stream_of(NULL, ptsz), #name);                                           \
         range_check(src, n, stream_of(NULL, ptsz), #name);                                         \
-        return AO_REAL_CALL(ao_real.name(d, src, n, k));                                                         \
+        return AO_REAL_CALL(ao_real.name(d, src, n, k));                                           \
     }
 MEMCPY(cudaMemcpy, false)
 MEMCPY(cudaMemcpy_ptds, true)
@@ -137,7 +138,7 @@ MEMCPY(cudaMemcpy_ptds, true)
         NEED(name);                                                                                \
         range_check(d, n, stream_of(s, ptsz), #name);                                              \
         range_check(src, n, stream_of(s, ptsz), #name);                                            \
-        return AO_REAL_CALL(ao_real.name(d, src, n, k, s));                                                      \
+        return AO_REAL_CALL(ao_real.name(d, src, n, k, s));                                        \
     }
 MEMCPY_ASYNC(cudaMemcpyAsync, false)
 MEMCPY_ASYNC(cudaMemcpyAsync_ptsz, true)
@@ -147,7 +148,7 @@ MEMCPY_ASYNC(cudaMemcpyAsync_ptsz, true)
     {                                                                                              \
         NEED(name);                                                                                \
         range_check(d, n, stream_of(NULL, ptsz), #name);                                           \
-        return AO_REAL_CALL(ao_real.name(d, v, n));                                                              \
+        return AO_REAL_CALL(ao_real.name(d, v, n));                                                \
     }
 MEMSET(cudaMemset, false)
 MEMSET(cudaMemset_ptds, true)
@@ -157,7 +158,7 @@ MEMSET(cudaMemset_ptds, true)
     {                                                                                              \
         NEED(name);                                                                                \
         range_check(d, n, stream_of(s, ptsz), #name);                                              \
-        return AO_REAL_CALL(ao_real.name(d, v, n, s));                                                           \
+        return AO_REAL_CALL(ao_real.name(d, v, n, s));                                             \
     }
 MEMSET_ASYNC(cudaMemsetAsync, false)
 MEMSET_ASYNC(cudaMemsetAsync_ptsz, true)
@@ -174,8 +175,9 @@ AO_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
     AO_EXPORT cudaError_t name(cudaStream_t s, enum cudaStreamCaptureMode m)                       \
     {                                                                                              \
         NEED(name);                                                                                \
-        cudaError_t r = AO_REAL_CALL(ao_real.name(s, m));                                                        \
-        if (r == cudaSuccess && !ao_in_hook) __atomic_fetch_add(&ao_capturing, 1, __ATOMIC_RELAXED); \
+        cudaError_t r = AO_REAL_CALL(ao_real.name(s, m));                                          \
+        if (r == cudaSuccess && !ao_in_hook)                                                       \
+            __atomic_fetch_add(&ao_capturing, 1, __ATOMIC_RELAXED);                                \
         return r;                                                                                  \
     }
 BEGIN_CAPTURE(cudaStreamBeginCapture)
@@ -185,7 +187,7 @@ BEGIN_CAPTURE(cudaStreamBeginCapture_ptsz)
     AO_EXPORT cudaError_t name(cudaStream_t s, cudaGraph_t *g)                                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        cudaError_t r = AO_REAL_CALL(ao_real.name(s, g));                                                        \
+        cudaError_t r = AO_REAL_CALL(ao_real.name(s, g));                                          \
         if (!ao_in_hook) ao_capture_ended();                                                       \
         return r;                                                                                  \
     }
@@ -200,9 +202,9 @@ END_CAPTURE(cudaStreamEndCapture_ptsz)
         NEED(name);                                                                                \
         cudaError_t r = ao_real.name(sym, fn, flags, st);                                          \
         if (r == cudaSuccess && fn && *fn)                                                         \
-            ao_hook_substitute(sym, fn, CUDART_VERSION,                                            \
-                               flags == cudaEnableDefault && ptsz ? cudaEnablePerThreadDefaultStream \
-                                                                  : flags);                        \
+            ao_hook_substitute(                                                                    \
+                sym, fn, CUDART_VERSION,                                                           \
+                flags == cudaEnableDefault && ptsz ? cudaEnablePerThreadDefaultStream : flags);    \
         return r;                                                                                  \
     }
 ENTRY_POINT(cudaGetDriverEntryPoint, false)
@@ -215,9 +217,9 @@ ENTRY_POINT(cudaGetDriverEntryPoint_ptsz, true)
         NEED(name);                                                                                \
         cudaError_t r = ao_real.name(sym, fn, ver, flags, st);                                     \
         if (r == cudaSuccess && fn && *fn)                                                         \
-            ao_hook_substitute(sym, fn, (int)ver,                                                  \
-                               flags == cudaEnableDefault && ptsz ? cudaEnablePerThreadDefaultStream \
-                                                                  : flags);                        \
+            ao_hook_substitute(                                                                    \
+                sym, fn, (int)ver,                                                                 \
+                flags == cudaEnableDefault && ptsz ? cudaEnablePerThreadDefaultStream : flags);    \
         return r;                                                                                  \
     }
 ENTRY_POINT_V(cudaGetDriverEntryPointByVersion, false)

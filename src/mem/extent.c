@@ -25,8 +25,10 @@ int ao_extents_give(ao_extents_t *e, uint64_t lo, uint64_t len)
     size_t lo_i = 0, hi_i = e->n; // first extent at or above lo
     while (lo_i < hi_i) {
         size_t mid = (lo_i + hi_i) / 2;
-        if (e->v[mid].lo < lo) lo_i = mid + 1;
-        else hi_i = mid;
+        if (e->v[mid].lo < lo)
+            lo_i = mid + 1;
+        else
+            hi_i = mid;
     }
     size_t i = lo_i;
     int join_prev = i > 0 && e->v[i - 1].lo + e->v[i - 1].len == lo;
@@ -58,7 +60,8 @@ int ao_extents_give(ao_extents_t *e, uint64_t lo, uint64_t len)
 uint64_t ao_extents_free_bytes(const ao_extents_t *e)
 {
     uint64_t s = 0;
-    for (size_t i = 0; i < e->n; i++) s += e->v[i].len;
+    for (size_t i = 0; i < e->n; i++)
+        s += e->v[i].len;
     return s;
 }
 

@@ -19,7 +19,10 @@ static chunk_t *chunks;
 static size_t nchunks, capchunks;
 static uint64_t pinned;
 
-static size_t round_to(size_t n, size_t a) { return (n + a - 1) / a * a; }
+static size_t round_to(size_t n, size_t a)
+{
+    return (n + a - 1) / a * a;
+}
 
 static int grow(size_t need)
 {
@@ -81,7 +84,10 @@ void ao_host_free(void *p, size_t size)
         }
 }
 
-uint64_t ao_host_pinned(void) { return pinned; }
+uint64_t ao_host_pinned(void)
+{
+    return pinned;
+}
 
 void ao_host_release_all(void)
 {

@@ -6,12 +6,13 @@
 #include <stdlib.h>
 
 #define EMPTY 0ull
-#define GONE 1ull // tombstone; device pointers are never 0 or 1
+#define GONE  1ull // tombstone; device pointers are never 0 or 1
 
 static void lock(ao_ptrmap_t *m)
 {
     while (__atomic_exchange_n(&m->lock, 1, __ATOMIC_ACQUIRE))
-        while (__atomic_load_n(&m->lock, __ATOMIC_RELAXED)) sched_yield();
+        while (__atomic_load_n(&m->lock, __ATOMIC_RELAXED))
+            sched_yield();
 }
 
 static void unlock(ao_ptrmap_t *m)
@@ -34,7 +35,8 @@ static bool rehash(ao_ptrmap_t *m, size_t ncap)
     for (size_t i = 0; i < m->cap; i++) {
         if (m->tab[i].key <= GONE) continue;
         size_t j = hash(m->tab[i].key) & (ncap - 1);
-        while (n[j].key != EMPTY) j = (j + 1) & (ncap - 1);
+        while (n[j].key != EMPTY)
+            j = (j + 1) & (ncap - 1);
         n[j] = m->tab[i];
     }
     free(m->tab);
@@ -67,8 +69,10 @@ bool ao_ptrmap_put(ao_ptrmap_t *m, uint64_t key, uint64_t value)
             if (m->tab[j].key == GONE && tomb == SIZE_MAX) tomb = j;
         if (m->tab[j].key != key) {
             m->live++;
-            if (tomb != SIZE_MAX) j = tomb;
-            else m->used++;
+            if (tomb != SIZE_MAX)
+                j = tomb;
+            else
+                m->used++;
         }
         m->tab[j] = (ao_ptrmap_slot_t){key, value};
     }

@@ -21,7 +21,10 @@ typedef struct ao_ptrmap_s {
     size_t cap, used, live; // used counts tombstones too
 } ao_ptrmap_t;
 
-#define AO_PTRMAP_INIT {.lock = 0}
+#define AO_PTRMAP_INIT                                                                             \
+    {                                                                                              \
+        .lock = 0                                                                                  \
+    }
 
 // Record key -> value (key > 1). Returns false if the table cannot grow.
 bool ao_ptrmap_put(ao_ptrmap_t *m, uint64_t key, uint64_t value);

@@ -50,7 +50,8 @@ CUresult ao_vmm_init(void)
     r = ao_real.cuMemGetAllocationGranularity(&ao_vmm.granule, &prop,
                                               CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (r != CUDA_SUCCESS) return r;
-    if (ao_vmm.granule == 0 || (ao_vmm.granule & (ao_vmm.granule - 1))) return CUDA_ERROR_NOT_SUPPORTED;
+    if (ao_vmm.granule == 0 || (ao_vmm.granule & (ao_vmm.granule - 1)))
+        return CUDA_ERROR_NOT_SUPPORTED;
     ao_vmm.shift = (unsigned)__builtin_ctzll(ao_vmm.granule);
 
     // Virtual space is cheap; four times the device leaves room for every
@@ -161,7 +162,8 @@ static size_t pool_take_tiles(size_t size, ao_phys_t *ph)
 size_t ao_phys_trim(void)
 {
     size_t bytes = idle_bytes;
-    while (npool) ao_real.cuMemRelease(pool_remove(npool - 1).h);
+    while (npool)
+        ao_real.cuMemRelease(pool_remove(npool - 1).h);
     return bytes;
 }
 
@@ -216,6 +218,7 @@ CUresult ao_phys_unmap(CUdeviceptr p, size_t size, const ao_phys_t *ph)
 {
     CUresult r = ao_real.cuMemUnmap(p, size);
     if (r != CUDA_SUCCESS) return r;
-    for (unsigned i = 0; i < ph->n; i++) pool_put(ph->size[i], ph->h[i]);
+    for (unsigned i = 0; i < ph->n; i++)
+        pool_put(ph->size[i], ph->h[i]);
     return CUDA_SUCCESS;
 }

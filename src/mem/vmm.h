@@ -32,11 +32,11 @@ enum ao_granule_state {
 typedef struct ao_vmm_s {
     CUdeviceptr base; // the reservation
     size_t size;
-    size_t granule;   // cuMemGetAllocationGranularity, minimum
-    unsigned shift;   // log2(granule)
+    size_t granule; // cuMemGetAllocationGranularity, minimum
+    unsigned shift; // log2(granule)
     CUdevice device;
-    uint8_t *state;   // per granule: enum ao_granule_state
-    void **owner;     // per granule: the engine's chunk
+    uint8_t *state; // per granule: enum ao_granule_state
+    void **owner;   // per granule: the engine's chunk
 } ao_vmm_t;
 
 extern ao_vmm_t ao_vmm;

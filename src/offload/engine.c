@@ -29,12 +29,12 @@
 #include "report/record.h"
 #include "stats.h"
 
-#define AO_MAX_MB 1024           // microbatch ids 0..1023
-#define AO_MAX_STREAMS 64        // streams a cudaFree must wait for
+#define AO_MAX_MB          1024 // microbatch ids 0..1023
+#define AO_MAX_STREAMS     64   // streams a cudaFree must wait for
 #define AO_MAX_FREE_EVENTS (AO_MAX_STREAMS + 2)
-#define AO_ALIGN 512ull          // sub-allocation alignment (cudaMalloc guarantees 256)
-#define AO_EVENT_CACHE 256
-#define AO_MAX_TIMED 256 // GPU intervals waiting to be read; past that, not timed
+#define AO_ALIGN           512ull // sub-allocation alignment (cudaMalloc guarantees 256)
+#define AO_EVENT_CACHE     256
+#define AO_MAX_TIMED       256 // GPU intervals waiting to be read; past that, not timed
 
 typedef struct ao_scope_s ao_scope_t;
 typedef struct ao_chunk_s ao_chunk_t;
@@ -66,8 +66,8 @@ struct ao_chunk_s {
     // being copied out, before its release point, the layer's own stream;
     // while reloading, the stream already made to wait for the reload.
     CUstream safe_stream;
-    bool graph_pinned;    // touched by captured work: stays on the device
-    bool prepared;        // host slots taken, copies about to be queued
+    bool graph_pinned; // touched by captured work: stays on the device
+    bool prepared;     // host slots taken, copies about to be queued
     CUevent ev_copy;   // after the copies of a cancelled offload, still reading it
     // Frees that the scope's own stream does not order (another stream's
     // cudaFreeAsync, a cudaFree): their events, which any release waits for.
@@ -92,12 +92,12 @@ struct ao_scope_s {
     ao_state_t state;
     CUstream stream; // the compute stream at layer_begin
     ao_chunk_t *chunks;
-    CUevent ev_end;               // compute stream, layer_end
-    CUevent ev_copied;            // offload stream, after the copies
-    CUevent ev_release;           // compute stream, end of the next layer
-    CUevent ev_reloaded;          // reload stream, after the copies
-    ao_learn_t rec;               // this scope's allocations, learned at layer_end
-    const ao_learn_t *plan;       // last step's record of this layer, if any
+    CUevent ev_end;         // compute stream, layer_end
+    CUevent ev_copied;      // offload stream, after the copies
+    CUevent ev_release;     // compute stream, end of the next layer
+    CUevent ev_reloaded;    // reload stream, after the copies
+    ao_learn_t rec;         // this scope's allocations, learned at layer_end
+    const ao_learn_t *plan; // last step's record of this layer, if any
     struct ao_scope_s *next;
 };
 
@@ -173,8 +173,10 @@ static void event_put(CUevent e, bool timing)
     if (!e) return;
     int *n = timing ? &E.ntiming_events : &E.nsync_events;
     CUevent *v = timing ? E.timing_events : E.sync_events;
-    if (*n < AO_EVENT_CACHE) v[(*n)++] = e;
-    else ao_real.cuEventDestroy_v2(e);
+    if (*n < AO_EVENT_CACHE)
+        v[(*n)++] = e;
+    else
+        ao_real.cuEventDestroy_v2(e);
 }
 
 // A fresh event recorded on s; NULL if that failed.
@@ -229,9 +231,11 @@ static void note_stream_locked(CUstream s)
 {
     for (int i = 0; i < E.nstreams; i++)
         if (E.streams[i] == s) return;
-    if (E.nstreams < AO_MAX_STREAMS) E.streams[E.nstreams++] = s;
+    if (E.nstreams < AO_MAX_STREAMS)
+        E.streams[E.nstreams++] = s;
     else
-        WARN_ONCE("more than %d streams in use: a cudaFree of a tracked buffer waits for the first %d only",
+        WARN_ONCE("more than %d streams in use: a cudaFree of a tracked buffer waits for the first "
+                  "%d only",
                   AO_MAX_STREAMS, AO_MAX_STREAMS);
 }
 
@@ -275,7 +279,8 @@ static bool ensure_ready(void)
     if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&E.d2h, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&E.h2d, CU_STREAM_NON_BLOCKING);
     if (r != CUDA_SUCCESS) {
-        ao_log(AO_LOG_WARN, "cannot set up device memory management (CUDA error %d): offloading disabled",
+        ao_log(AO_LOG_WARN,
+               "cannot set up device memory management (CUDA error %d): offloading disabled",
                (int)r);
         return E.failed = true, false;
     }
@@ -296,9 +301,9 @@ static bool ensure_ready(void)
 static void chunk_set(ao_chunk_t *c, ao_state_t st)
 {
     c->state = st;
-    uint8_t g = st == AO_RESIDENT ? AO_GS_RESIDENT
+    uint8_t g = st == AO_RESIDENT                                               ? AO_GS_RESIDENT
                 : (st == AO_RELOADING || st == AO_OFFLOADING) && c->safe_stream ? AO_GS_STREAM
-                                                                               : AO_GS_AWAY;
+                                                                                : AO_GS_AWAY;
     ao_vmm_mark(c->base, c->size, g, c);
 }
 
@@ -372,13 +377,15 @@ static void chunk_release(ao_chunk_t *c)
         if (b->host) ao_host_free(b->host, b->size);
         free(b);
     }
-    ao_rec_memory(c->scope->layer, c->mapped ? -(int64_t)c->size : 0, c->mapped ? 0 : -(int64_t)c->size);
+    ao_rec_memory(c->scope->layer, c->mapped ? -(int64_t)c->size : 0,
+                  c->mapped ? 0 : -(int64_t)c->size);
     ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
     if (c->mapped) chunk_unmap(c);
     ao_va_free(c->base, c->size);
     ao_extents_clear(&c->free);
     event_put(c->ev_copy, false);
-    for (int i = 0; i < c->nfree_ev; i++) event_put(c->free_ev[i], false);
+    for (int i = 0; i < c->nfree_ev; i++)
+        event_put(c->free_ev[i], false);
     ao_stat_device(0, 0, -(int64_t)c->size);
     for (ao_chunk_t **pp = &c->scope->chunks; *pp; pp = &(*pp)->next)
         if (*pp == c) {
@@ -407,8 +414,8 @@ static void defer(ao_deferred_t *d)
 static void chunk_retire(ao_chunk_t *c)
 {
     c->retiring = true;
-    bool copying = (c->ev_copy && !done(c->ev_copy)) || c->state == AO_OFFLOADING ||
-                   c->state == AO_RELOADING;
+    bool copying =
+        (c->ev_copy && !done(c->ev_copy)) || c->state == AO_OFFLOADING || c->state == AO_RELOADING;
     if (!c->mapped && !copying && free_events_done(c)) {
         chunk_release(c); // offloaded: nothing on the device uses it
         return;
@@ -484,15 +491,19 @@ static void poll_locked(void)
     for (ao_deferred_t **pp = &E.deferred; *pp;) {
         ao_deferred_t *d = *pp;
         bool all = !d->chunk || free_events_done(d->chunk);
-        for (int i = 0; i < d->nev && all; i++) all = done(d->ev[i]);
+        for (int i = 0; i < d->nev && all; i++)
+            all = done(d->ev[i]);
         if (!all) {
             pp = &d->next;
             continue;
         }
         *pp = d->next;
-        for (int i = 0; i < d->nev; i++) event_put(d->ev[i], false);
-        if (d->chunk) chunk_release(d->chunk);
-        else ao_host_free(d->host, d->host_size);
+        for (int i = 0; i < d->nev; i++)
+            event_put(d->ev[i], false);
+        if (d->chunk)
+            chunk_release(d->chunk);
+        else
+            ao_host_free(d->host, d->host_size);
         free(d);
     }
     static const ao_stat_t stat_of[] = {[AO_REC_D2H] = AO_STAT_D2H_COPY_NS,
@@ -668,8 +679,10 @@ out:
 static void free_event(ao_chunk_t *c, CUstream s)
 {
     for (int i = 0; i < c->nfree_ev;) // drop the completed ones first
-        if (done(c->free_ev[i])) event_put(c->free_ev[i], false), c->free_ev[i] = c->free_ev[--c->nfree_ev];
-        else i++;
+        if (done(c->free_ev[i]))
+            event_put(c->free_ev[i], false), c->free_ev[i] = c->free_ev[--c->nfree_ev];
+        else
+            i++;
     if (c->nfree_ev == AO_MAX_FREE_EVENTS) { // full: wait for the oldest
         ao_real.cuEventSynchronize(c->free_ev[0]);
         event_put(c->free_ev[0], false);
@@ -704,7 +717,8 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
         b->host = NULL;
     } else if (!async) {
         // cudaFree: after all work on every stream aoshim knows.
-        for (int i = 0; i < E.nstreams; i++) free_event(c, E.streams[i]);
+        for (int i = 0; i < E.nstreams; i++)
+            free_event(c, E.streams[i]);
     } else if (stream != s->stream) {
         note_stream_locked(stream);
         free_event(c, stream);
@@ -836,7 +850,8 @@ static void offload(ao_scope_t *s)
     if (!layer_selected(s->layer) || !s->ev_end) return;
     if (ao_real.cuStreamWaitEvent(E.d2h, s->ev_end, 0) != CUDA_SUCCESS) return;
     bool any = false;
-    for (ao_chunk_t *c = s->chunks; c; c = c->next) any |= c->prepared = offload_prepare(c);
+    for (ao_chunk_t *c = s->chunks; c; c = c->next)
+        any |= c->prepared = offload_prepare(c);
     if (!any) return;
     CUevent t0 = record(E.d2h, true);
     uint64_t bytes = 0;
@@ -995,8 +1010,10 @@ int ao_engine_layer_begin(int layer)
     // Plan from what this layer did last step; in the first step, from the
     // layer before (transformer layers repeat). A plan that does not match
     // the allocations (sizes differ) is simply not used.
-    if (E.learned[layer].n) s->plan = &E.learned[layer];
-    else if (layer > 0 && E.learned[layer - 1].n) s->plan = &E.learned[layer - 1];
+    if (E.learned[layer].n)
+        s->plan = &E.learned[layer];
+    else if (layer > 0 && E.learned[layer - 1].n)
+        s->plan = &E.learned[layer - 1];
     E.open = s;
     __atomic_store_n(&ao_engine_open_scope, s, __ATOMIC_RELEASE);
     return leave(0);
@@ -1030,8 +1047,10 @@ int ao_engine_layer_end(int layer)
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
         for (ao_buffer_t *b = c->buffers; b; b = b->next) {
             if (b->freed) continue;
-            if (b->kept) s->rec.flags[b->seq] |= LEARN_KEPT;
-            else s->rec.saved += b->rsize;
+            if (b->kept)
+                s->rec.flags[b->seq] |= LEARN_KEPT;
+            else
+                s->rec.saved += b->rsize;
         }
     learn_free(&E.learned[layer]);
     E.learned[layer] = s->rec;
@@ -1041,8 +1060,10 @@ int ao_engine_layer_end(int layer)
     // release point.
     release_point(s->mb, s);
     s->ev_end = record(s->stream, false);
-    if (E.nlayers == 0) s->offload_deferred = true; // is it the last layer? not known yet
-    else offload(s);
+    if (E.nlayers == 0)
+        s->offload_deferred = true; // is it the last layer? not known yet
+    else
+        offload(s);
     return leave(0);
 }
 
@@ -1121,7 +1142,7 @@ int ao_engine_step_end(void)
     if (E.open) {
         WARN_ONCE("aoshim_step_end() while layer %d is open", E.open->layer);
         E.open = NULL;
-    __atomic_store_n(&ao_engine_open_scope, NULL, __ATOMIC_RELEASE);
+        __atomic_store_n(&ao_engine_open_scope, NULL, __ATOMIC_RELEASE);
     }
     if (E.max_fwd_layer + 1 > E.nlayers) E.nlayers = E.max_fwd_layer + 1;
     for (int i = 0; i < AO_MAX_MB; i++) {
@@ -1170,7 +1191,8 @@ int ao_engine_keep(CUdeviceptr p)
                 for (ao_buffer_t *x = c->buffers; x && !b; x = x->next)
                     if (!x->freed && p - x->addr < x->size) b = x;
     int rc = 0;
-    if (!b) rc = AOSHIM_ENOTFOUND;
+    if (!b)
+        rc = AOSHIM_ENOTFOUND;
     else {
         b->kept = true;
         if (b->chunk->state == AO_OFFLOADED || b->chunk->state == AO_OFFLOADING) rc = AOSHIM_ESTATE;

@@ -54,7 +54,8 @@ static void insert(const void *k, const ao_layout_t *v)
     pthread_mutex_lock(&cache_mu);
     if (cached < CACHE_SLOTS * 3 / 4 && !lookup(k)) {
         unsigned i = slot_of(k);
-        while (cache[i].key) i = (i + 1) & (CACHE_SLOTS - 1);
+        while (cache[i].key)
+            i = (i + 1) & (CACHE_SLOTS - 1);
         cache[i].val = v;
         __atomic_store_n(&cache[i].key, k, __ATOMIC_RELEASE);
         cached++;
@@ -72,9 +73,8 @@ static ao_layout_t *build(const void *h, int kind)
     ao_word_t words[MAXP];
     for (;; n++) {
         size_t o = 0, sz = 0;
-        CUresult r = kind == AO_FN_KERNEL
-                         ? ao_real.cuKernelGetParamInfo((CUkernel)h, n, &o, &sz)
-                         : ao_real.cuFuncGetParamInfo((CUfunction)h, n, &o, &sz);
+        CUresult r = kind == AO_FN_KERNEL ? ao_real.cuKernelGetParamInfo((CUkernel)h, n, &o, &sz)
+                                          : ao_real.cuFuncGetParamInfo((CUfunction)h, n, &o, &sz);
         if (r != CUDA_SUCCESS) break;
         if (o + sz > packed) packed = (uint32_t)(o + sz);
         // Every 8-byte-aligned word inside the parameter may be a pointer:

@@ -78,9 +78,9 @@ static inline void ao_scan_launch(const ao_layout_t *L, void *const *args, const
         uint64_t off = w - base;
         if (off >= size) continue;
         uint8_t st = __atomic_load_n(&state[off >> shift], __ATOMIC_RELAXED);
-        if (!capturing && (st <= AO_GS_RESIDENT ||
-                           (st == AO_GS_STREAM &&
-                            ao_engine_safe_stream(ao_vmm.owner[off >> shift]) == s)))
+        if (!capturing &&
+            (st <= AO_GS_RESIDENT ||
+             (st == AO_GS_STREAM && ao_engine_safe_stream(ao_vmm.owner[off >> shift]) == s)))
             continue;
         ao_engine_touch(w, s, L->name);
     }

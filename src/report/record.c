@@ -128,7 +128,8 @@ static void sample_locked(void)
         // it without telling the record).
         for (uint32_t i = 0; R.sites && R.nsites && i < AO_SITES_MAX; i++)
             if (R.sites[i].hash)
-                R.sites[i].peak_resident = R.sites[i].resident > 0 ? (uint64_t)R.sites[i].resident : 0;
+                R.sites[i].peak_resident =
+                    R.sites[i].resident > 0 ? (uint64_t)R.sites[i].resident : 0;
     }
     if (gw > R.seen_peak_without)
         R.seen_peak_without = gw, peak_without = gw > peak_without ? gw : peak_without;

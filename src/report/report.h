@@ -70,9 +70,9 @@ typedef struct ao_rec_late_s {
 
 typedef struct ao_rec_site_s {
     uint64_t hash, count, bytes;
-    int64_t resident;         // bytes of the site's buffers on the device now
-    uint64_t offloaded;       // bytes copied out and released, in all
-    uint64_t peak_resident;   // resident when the device peak was last raised
+    int64_t resident;       // bytes of the site's buffers on the device now
+    uint64_t offloaded;     // bytes copied out and released, in all
+    uint64_t peak_resident; // resident when the device peak was last raised
     int32_t layer_min, layer_max;
     uint32_t depth;
     void *pc[AO_SITE_DEPTH];

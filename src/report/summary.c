@@ -307,9 +307,9 @@ static void emit_site_list(ao_emitter_t *e, const char *name, size_t key, uint64
                      AO_PCT(total ? 100.0 * (double)s->bytes / (double)total : 0));
         ao_emit_json(e, "offloaded_bytes", AO_U64(s->offloaded));
         ao_emit_json(e, "peak_resident_bytes", AO_U64(s->peak_resident));
-        ao_emit_json(e, "peak_share_percent",
-                     AO_PCT(R.seen_peak ? 100.0 * (double)s->peak_resident / (double)R.seen_peak
-                                        : 0));
+        ao_emit_json(
+            e, "peak_share_percent",
+            AO_PCT(R.seen_peak ? 100.0 * (double)s->peak_resident / (double)R.seen_peak : 0));
         ao_emit_json(e, "layer_first", AO_I64(s->layer_min));
         ao_emit_json(e, "layer_last", AO_I64(s->layer_max));
         ao_emit_arr_begin(e, "frames");
@@ -341,7 +341,8 @@ static void emit_sites(ao_emitter_t *e)
     ao_emit_json(e, "dropped_count", AO_U64(R.sites_dropped_count));
     ao_emit_json(e, "dropped_bytes", AO_U64(R.sites_dropped_bytes));
     uint64_t total = 0;
-    for (uint32_t i = 0; R.sites && i < AO_SITES_MAX; i++) total += R.sites[i].bytes;
+    for (uint32_t i = 0; R.sites && i < AO_SITES_MAX; i++)
+        total += R.sites[i].bytes;
     emit_site_list(e, "top", offsetof(ao_rec_site_t, bytes), total);
     emit_site_list(e, "top_by_offloaded", offsetof(ao_rec_site_t, offloaded), total);
     emit_site_list(e, "top_by_peak_share", offsetof(ao_rec_site_t, peak_resident), total);
