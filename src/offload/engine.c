@@ -341,23 +341,44 @@ static CUresult chunk_map(ao_chunk_t *c)
     return r;
 }
 
+// Chunk structs are recycled, never freed: the launch scan reads a chunk
+// through the granule table without the engine's lock, and may do so just as
+// another thread releases it.
+static ao_chunk_t *spare_chunks;
+
+static ao_chunk_t *chunk_alloc(void)
+{
+    ao_chunk_t *c = spare_chunks;
+    if (!c) return calloc(1, sizeof *c);
+    spare_chunks = c->next;
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
+static void chunk_recycle(ao_chunk_t *c)
+{
+    c->safe_stream = NULL;
+    c->next = spare_chunks;
+    spare_chunks = c;
+}
+
 static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size)
 {
-    ao_chunk_t *c = calloc(1, sizeof *c);
+    ao_chunk_t *c = chunk_alloc();
     if (!c) return NULL;
     c->size = size;
     c->scope = s;
     c->state = AO_RESIDENT;
     if (ao_va_alloc(size, &c->base) != CUDA_SUCCESS) {
         WARN_ONCE("aoshim's device address range is full: further buffers are not tracked");
-        free(c);
+        chunk_recycle(c);
         return NULL;
     }
     if (chunk_map(c) != CUDA_SUCCESS || ao_extents_give(&c->free, c->base, size) < 0) {
         if (c->mapped) chunk_unmap(c);
         ao_va_free(c->base, size);
         ao_extents_clear(&c->free);
-        free(c);
+        chunk_recycle(c);
         return NULL;
     }
     ao_stat_device(0, 0, (int64_t)size);
@@ -392,7 +413,7 @@ static void chunk_release(ao_chunk_t *c)
             *pp = c->next;
             break;
         }
-    free(c);
+    chunk_recycle(c);
 }
 
 static bool free_events_done(const ao_chunk_t *c)
