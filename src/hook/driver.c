@@ -68,18 +68,31 @@ MEM_FREE_ASYNC(cuMemFreeAsync_ptsz, true)
 // --- launches -----------------------------------------------------------------------------
 // Parameters come either as an array (one pointer per parameter) or packed
 // in one buffer through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER).
-static inline void launch_check(CUfunction f, void **params, void **extra, CUstream s)
+// True when the check ran: the caller ends it once the launch is enqueued.
+static inline bool launch_check(CUfunction f, void **params, void **extra, CUstream s)
 {
-    if (ao_in_hook || ao_engine_off) return;
+    if (ao_in_hook || ao_engine_off) return false;
     ao_engine_note_stream(s);
-    if (!__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE)) return;
+    if (!__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE)) return false;
     const void *packed = NULL;
     for (void **e = extra; !params && e && *e != CU_LAUNCH_PARAM_END; e += 2)
         if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER) packed = e[1];
-    if (!params && !packed) return;
+    if (!params && !packed) return false;
     const ao_layout_t *L = ao_layout(f, AO_FN_FUNC);
-    if (L) ao_scan_launch(L, params, params ? NULL : packed, s);
+    if (!L) return false;
+    ao_scan_begin();
+    ao_scan_launch(L, params, params ? NULL : packed, s);
+    return true;
 }
+
+// The real call, then the end of the check that preceded it.
+#define CHECKED(checked, call)                                                                     \
+    ({                                                                                             \
+        bool c_ = (checked);                                                                       \
+        __typeof__(call) r_ = AO_REAL_CALL(call);                                                  \
+        if (c_) ao_scan_end();                                                                     \
+        r_;                                                                                        \
+    })
 
 #define LAUNCH(name, ptsz)                                                                         \
     AO_EXPORT CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,      \
@@ -87,8 +100,8 @@ static inline void launch_check(CUfunction f, void **params, void **extra, CUstr
                             void **extra)                                                          \
     {                                                                                              \
         NEED(name);                                                                                \
-        launch_check(f, params, extra, stream_of(s, ptsz));                                        \
-        return AO_REAL_CALL(ao_real.name(f, gx, gy, gz, bx, by, bz, shm, s, params, extra));       \
+        return CHECKED(launch_check(f, params, extra, stream_of(s, ptsz)),                         \
+                       ao_real.name(f, gx, gy, gz, bx, by, bz, shm, s, params, extra));            \
     }
 LAUNCH(cuLaunchKernel, false)
 LAUNCH(cuLaunchKernel_ptsz, true)
@@ -97,28 +110,32 @@ LAUNCH(cuLaunchKernel_ptsz, true)
     AO_EXPORT CUresult name(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)    \
     {                                                                                              \
         NEED(name);                                                                                \
-        if (c) launch_check(f, params, extra, stream_of(c->hStream, ptsz));                        \
-        return AO_REAL_CALL(ao_real.name(c, f, params, extra));                                    \
+        return CHECKED(c && launch_check(f, params, extra, stream_of(c->hStream, ptsz)),           \
+                       ao_real.name(c, f, params, extra));                                         \
     }
 LAUNCH_EX(cuLaunchKernelEx, false)
 LAUNCH_EX(cuLaunchKernelEx_ptsz, true)
 
 // --- copies and sets ------------------------------------------------------------------------
-static inline void range_check(CUdeviceptr p, size_t n, CUstream s, const char *what)
+// Both ranges of a copy (src 0 for a set); true when the check ran.
+static inline bool ranges_check(CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s,
+                                const char *what)
 {
-    if (!ao_in_hook && !ao_engine_off && __atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE))
-        ao_scan_range(p, n, s, what);
+    if (ao_in_hook || ao_engine_off || !__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE))
+        return false;
+    ao_scan_begin();
+    ao_scan_range(d, n, s, what);
+    if (src) ao_scan_range(src, n, s, what);
+    return true;
 }
-#define HOSTPTR(p) ((CUdeviceptr)(uintptr_t)(p))
 
 #define COPY(name, ptsz, dtype, stype, async)                                                      \
     AO_EXPORT CUresult name(dtype d, stype src, size_t n CU_ASYNC_##async)                         \
     {                                                                                              \
         NEED(name);                                                                                \
-        CUstream s_ = stream_of(CU_STREAM_ARG_##async, ptsz);                                      \
-        range_check((CUdeviceptr)(uintptr_t)d, n, s_, #name);                                      \
-        range_check((CUdeviceptr)(uintptr_t)src, n, s_, #name);                                    \
-        return AO_REAL_CALL(ao_real.name(d, src, n CU_PASS_##async));                              \
+        return CHECKED(ranges_check((CUdeviceptr)(uintptr_t)d, (CUdeviceptr)(uintptr_t)src, n,     \
+                                    stream_of(CU_STREAM_ARG_##async, ptsz), #name),                \
+                       ao_real.name(d, src, n CU_PASS_##async));                                   \
     }
 #define CU_ASYNC_0
 #define CU_ASYNC_1      , CUstream st
@@ -147,8 +164,8 @@ COPY(cuMemcpyAsync_ptsz, true, CUdeviceptr, CUdeviceptr, 1)
     AO_EXPORT CUresult name(CUdeviceptr d, vtype v, size_t n CU_ASYNC_##async)                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        range_check(d, n *(unit), stream_of(CU_STREAM_ARG_##async, ptsz), #name);                  \
-        return AO_REAL_CALL(ao_real.name(d, v, n CU_PASS_##async));                                \
+        return CHECKED(ranges_check(d, 0, n * (unit), stream_of(CU_STREAM_ARG_##async, ptsz), #name), \
+                       ao_real.name(d, v, n CU_PASS_##async));                                     \
     }
 SET(cuMemsetD8_v2, false, unsigned char, 1, 0)
 SET(cuMemsetD8_v2_ptds, true, unsigned char, 1, 0)

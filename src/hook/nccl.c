@@ -33,15 +33,28 @@ static size_t type_size(ncclDataType_t t)
     }
 }
 
-// Both ranges of a collective on stream s, before it is enqueued.
-static void check(const void *send, size_t send_bytes, const void *recv, size_t recv_bytes,
+// Both ranges of a collective on stream s, before it is enqueued; true when
+// the check ran (ended once the collective is enqueued).
+static bool check(const void *send, size_t send_bytes, const void *recv, size_t recv_bytes,
                   cudaStream_t s, const char *what)
 {
-    if (ao_in_hook || ao_engine_off || !__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE)) return;
+    if (ao_in_hook || ao_engine_off || !__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE))
+        return false;
     CUstream cs = s ? (CUstream)s : CU_STREAM_LEGACY;
+    ao_scan_begin();
     if (send) ao_scan_range((uint64_t)(uintptr_t)send, send_bytes, cs, what);
     if (recv) ao_scan_range((uint64_t)(uintptr_t)recv, recv_bytes, cs, what);
+    return true;
 }
+
+// The real collective, then the end of the check that preceded it.
+#define CHECKED(checked, call)                                                                     \
+    ({                                                                                             \
+        bool c_ = (checked);                                                                       \
+        ncclResult_t r_ = AO_REAL_CALL(call);                                                      \
+        if (c_) ao_scan_end();                                                                     \
+        r_;                                                                                        \
+    })
 
 static int ranks(ncclComm_t comm)
 {
@@ -61,17 +74,17 @@ AO_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t s)
 {
     REAL(ncclAllReduce);
-    check(send, count * type_size(t), recv, count * type_size(t), s, "ncclAllReduce");
-    return real_(send, recv, count, t, op, comm, s);
+    return CHECKED(check(send, count * type_size(t), recv, count * type_size(t), s, "ncclAllReduce"),
+                   real_(send, recv, count, t, op, comm, s));
 }
 
 AO_EXPORT ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,
                                      ncclComm_t comm, cudaStream_t s)
 {
     REAL(ncclAllGather);
-    check(send, count * type_size(t), recv, count * type_size(t) * (size_t)ranks(comm), s,
-          "ncclAllGather");
-    return real_(send, recv, count, t, comm, s);
+    return CHECKED(check(send, count * type_size(t), recv, count * type_size(t) * (size_t)ranks(comm), s,
+          "ncclAllGather"),
+                   real_(send, recv, count, t, comm, s));
 }
 
 AO_EXPORT ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count,
@@ -79,39 +92,39 @@ AO_EXPORT ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t co
                                          cudaStream_t s)
 {
     REAL(ncclReduceScatter);
-    check(send, count * type_size(t) * (size_t)ranks(comm), recv, count * type_size(t), s,
-          "ncclReduceScatter");
-    return real_(send, recv, count, t, op, comm, s);
+    return CHECKED(check(send, count * type_size(t) * (size_t)ranks(comm), recv, count * type_size(t), s,
+          "ncclReduceScatter"),
+                   real_(send, recv, count, t, op, comm, s));
 }
 
 AO_EXPORT ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t,
                                      int root, ncclComm_t comm, cudaStream_t s)
 {
     REAL(ncclBroadcast);
-    check(send, count * type_size(t), recv, count * type_size(t), s, "ncclBroadcast");
-    return real_(send, recv, count, t, root, comm, s);
+    return CHECKED(check(send, count * type_size(t), recv, count * type_size(t), s, "ncclBroadcast"),
+                   real_(send, recv, count, t, root, comm, s));
 }
 
 AO_EXPORT ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
                                   ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t s)
 {
     REAL(ncclReduce);
-    check(send, count * type_size(t), recv, count * type_size(t), s, "ncclReduce");
-    return real_(send, recv, count, t, op, root, comm, s);
+    return CHECKED(check(send, count * type_size(t), recv, count * type_size(t), s, "ncclReduce"),
+                   real_(send, recv, count, t, op, root, comm, s));
 }
 
 AO_EXPORT ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t t, int peer,
                                 ncclComm_t comm, cudaStream_t s)
 {
     REAL(ncclSend);
-    check(send, count * type_size(t), NULL, 0, s, "ncclSend");
-    return real_(send, count, t, peer, comm, s);
+    return CHECKED(check(send, count * type_size(t), NULL, 0, s, "ncclSend"),
+                   real_(send, count, t, peer, comm, s));
 }
 
 AO_EXPORT ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t t, int peer,
                                 ncclComm_t comm, cudaStream_t s)
 {
     REAL(ncclRecv);
-    check(NULL, 0, recv, count * type_size(t), s, "ncclRecv");
-    return real_(recv, count, t, peer, comm, s);
+    return CHECKED(check(NULL, 0, recv, count * type_size(t), s, "ncclRecv"),
+                   real_(recv, count, t, peer, comm, s));
 }

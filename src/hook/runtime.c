@@ -70,22 +70,36 @@ FREE_ASYNC(cudaFreeAsync_ptsz, true)
 // --- launches: remember the stream, check what the kernel touches -----------------------------
 // Nothing is checked before the engine has reserved its range (size 0):
 // until then nothing can be offloaded.
-static inline void launch_check(const void *fn, int kind, void **args, CUstream s)
+// True when the check ran: the caller ends it (ao_scan_end) once the launch
+// is enqueued.
+static inline bool launch_check(const void *fn, int kind, void **args, CUstream s)
 {
-    if (ao_in_hook || ao_engine_off) return;
+    if (ao_in_hook || ao_engine_off) return false;
     ao_engine_note_stream(s);
-    if (!__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE) || !args) return;
+    if (!__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE) || !args) return false;
     const ao_layout_t *L = ao_layout(fn, kind);
-    if (L) ao_scan_launch(L, args, NULL, s);
+    if (!L) return false;
+    ao_scan_begin();
+    ao_scan_launch(L, args, NULL, s);
+    return true;
 }
+
+// The real call, then the end of the check that preceded it.
+#define CHECKED(checked, call)                                                                     \
+    ({                                                                                             \
+        bool c_ = (checked);                                                                       \
+        __typeof__(call) r_ = AO_REAL_CALL(call);                                                  \
+        if (c_) ao_scan_end();                                                                     \
+        r_;                                                                                        \
+    })
 
 #define LAUNCH(name, ptsz)                                                                         \
     AO_EXPORT cudaError_t name(const void *f, dim3 g, dim3 b, void **args, size_t shm,             \
                                cudaStream_t s)                                                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        launch_check(f, AO_FN_HOST, args, stream_of(s, ptsz));                                     \
-        return AO_REAL_CALL(ao_real.name(f, g, b, args, shm, s));                                  \
+        return CHECKED(launch_check(f, AO_FN_HOST, args, stream_of(s, ptsz)),                      \
+                       ao_real.name(f, g, b, args, shm, s));                                       \
     }
 LAUNCH(cudaLaunchKernel, false)
 LAUNCH(cudaLaunchKernel_ptsz, true)
@@ -94,8 +108,8 @@ LAUNCH(cudaLaunchKernel_ptsz, true)
     AO_EXPORT cudaError_t name(const cudaLaunchConfig_t *c, const void *f, void **args)            \
     {                                                                                              \
         NEED(name);                                                                                \
-        if (c) launch_check(f, AO_FN_HOST, args, stream_of(c->stream, ptsz));                      \
-        return AO_REAL_CALL(ao_real.name(c, f, args));                                             \
+        return CHECKED(c && launch_check(f, AO_FN_HOST, args, stream_of(c->stream, ptsz)),         \
+                       ao_real.name(c, f, args));                                                  \
     }
 LAUNCH_EXC(cudaLaunchKernelExC, false)
 LAUNCH_EXC(cudaLaunchKernelExC_ptsz, true)
@@ -107,26 +121,32 @@ LAUNCH_EXC(cudaLaunchKernelExC_ptsz, true)
                                cudaStream_t s)                                                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        launch_check(k, AO_FN_KERNEL, args, stream_of(s, ptsz));                                   \
-        return AO_REAL_CALL(ao_real.name(k, g, b, args, shm, s));                                  \
+        return CHECKED(launch_check(k, AO_FN_KERNEL, args, stream_of(s, ptsz)),                    \
+                       ao_real.name(k, g, b, args, shm, s));                                       \
     }
 LAUNCH_STUB(__cudaLaunchKernel, false)
 LAUNCH_STUB(__cudaLaunchKernel_ptsz, true)
 
 // --- copies and sets: their device ranges ------------------------------------------------------
-static inline void range_check(const void *p, size_t n, CUstream s, const char *what)
+// Both ranges of a copy (src NULL for a set); true when the check ran (the
+// caller ends it once the copy is enqueued).
+static inline bool ranges_check(const void *d, const void *src, size_t n, CUstream s,
+                                const char *what)
 {
-    if (!ao_in_hook && !ao_engine_off && __atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE))
-        ao_scan_range((uint64_t)(uintptr_t)p, n, s, what);
+    if (ao_in_hook || ao_engine_off || !__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE))
+        return false;
+    ao_scan_begin();
+    ao_scan_range((uint64_t)(uintptr_t)d, n, s, what);
+    if (src) ao_scan_range((uint64_t)(uintptr_t)src, n, s, what);
+    return true;
 }
 
 #define MEMCPY(name, ptsz)                                                                         \
     AO_EXPORT cudaError_t name(void *d, const void *src, size_t n, enum cudaMemcpyKind k)          \
     {                                                                                              \
         NEED(name);                                                                                \
-        range_check(d, n, stream_of(NULL, ptsz), #name);                                           \
-        range_check(src, n, stream_of(NULL, ptsz), #name);                                         \
-        return AO_REAL_CALL(ao_real.name(d, src, n, k));                                           \
+        return CHECKED(ranges_check(d, src, n, stream_of(NULL, ptsz), #name),                      \
+                       ao_real.name(d, src, n, k));                                                \
     }
 MEMCPY(cudaMemcpy, false)
 MEMCPY(cudaMemcpy_ptds, true)
@@ -136,9 +156,8 @@ MEMCPY(cudaMemcpy_ptds, true)
                                cudaStream_t s)                                                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        range_check(d, n, stream_of(s, ptsz), #name);                                              \
-        range_check(src, n, stream_of(s, ptsz), #name);                                            \
-        return AO_REAL_CALL(ao_real.name(d, src, n, k, s));                                        \
+        return CHECKED(ranges_check(d, src, n, stream_of(s, ptsz), #name),                         \
+                       ao_real.name(d, src, n, k, s));                                             \
     }
 MEMCPY_ASYNC(cudaMemcpyAsync, false)
 MEMCPY_ASYNC(cudaMemcpyAsync_ptsz, true)
@@ -147,8 +166,8 @@ MEMCPY_ASYNC(cudaMemcpyAsync_ptsz, true)
     AO_EXPORT cudaError_t name(void *d, int v, size_t n)                                           \
     {                                                                                              \
         NEED(name);                                                                                \
-        range_check(d, n, stream_of(NULL, ptsz), #name);                                           \
-        return AO_REAL_CALL(ao_real.name(d, v, n));                                                \
+        return CHECKED(ranges_check(d, NULL, n, stream_of(NULL, ptsz), #name),                     \
+                       ao_real.name(d, v, n));                                                     \
     }
 MEMSET(cudaMemset, false)
 MEMSET(cudaMemset_ptds, true)
@@ -157,8 +176,8 @@ MEMSET(cudaMemset_ptds, true)
     AO_EXPORT cudaError_t name(void *d, int v, size_t n, cudaStream_t s)                           \
     {                                                                                              \
         NEED(name);                                                                                \
-        range_check(d, n, stream_of(s, ptsz), #name);                                              \
-        return AO_REAL_CALL(ao_real.name(d, v, n, s));                                             \
+        return CHECKED(ranges_check(d, NULL, n, stream_of(s, ptsz), #name),                        \
+                       ao_real.name(d, v, n, s));                                                  \
     }
 MEMSET_ASYNC(cudaMemsetAsync, false)
 MEMSET_ASYNC(cudaMemsetAsync_ptsz, true)

@@ -67,12 +67,14 @@ struct ao_chunk_s {
     // while reloading, the stream already made to wait for the reload.
     CUstream safe_stream;
     bool graph_pinned; // touched by captured work: stays on the device
+    bool reloaded;     // came back this step: another stream must wait for that once
     bool prepared;     // host slots taken, copies about to be queued
     CUevent ev_copy;   // after the copies of a cancelled offload, still reading it
     // Frees that the scope's own stream does not order (another stream's
     // cudaFreeAsync, a cudaFree): their events, which any release waits for.
     int nfree_ev;
     CUevent free_ev[AO_MAX_FREE_EVENTS];
+    CUstream free_ev_stream[AO_MAX_FREE_EVENTS];
     struct ao_chunk_s *next;
 };
 
@@ -90,7 +92,8 @@ struct ao_scope_s {
     int layer, mb;
     bool recompute, ended, offload_deferred, release_recorded;
     ao_state_t state;
-    CUstream stream; // the compute stream at layer_begin
+    CUstream stream;  // the compute stream at layer_begin
+    pthread_t thread; // the thread that began the layer
     ao_chunk_t *chunks;
     CUevent ev_end;         // compute stream, layer_end
     CUevent ev_copied;      // offload stream, after the copies
@@ -126,7 +129,8 @@ static struct {
     int nsync_events, ntiming_events;
     CUstream streams[AO_MAX_STREAMS];
     int nstreams;
-    CUevent t0; // the reference for GPU times in the report
+    CUevent t0;          // the reference for GPU times in the report
+    CUevent last_reload; // re-recorded after every batch of copies back
     struct {
         CUevent ev0, ev1;
         uint8_t kind; // enum ao_rec_kind
@@ -148,6 +152,8 @@ bool ao_engine_off;
 const char *ao_engine_declined;
 AO_TLS CUstream ao_tls_stream;
 AO_TLS bool ao_tls_stream_set;
+AO_TLS bool ao_tls_stream_explicit; // set by aoshim_set_stream: launches do not change it
+AO_TLS CUstream ao_tls_noted;
 void *ao_engine_open_scope; // E.open, for the lock-free check
 
 #define WARN_ONCE(...)                                                                             \
@@ -241,7 +247,8 @@ static void note_stream_locked(CUstream s)
 
 void ao_engine_note_stream_slow(CUstream s)
 {
-    ao_tls_stream = s;
+    if (!ao_tls_stream_explicit || !ao_tls_stream_set) ao_tls_stream = s;
+    ao_tls_noted = s;
     ao_tls_stream_set = true;
     pthread_mutex_lock(&E.mu);
     note_stream_locked(s);
@@ -250,7 +257,8 @@ void ao_engine_note_stream_slow(CUstream s)
 
 void ao_engine_forget_stream(CUstream s)
 {
-    if (ao_tls_stream_set && ao_tls_stream == s) ao_tls_stream_set = false;
+    if (ao_tls_stream_set && ao_tls_stream == s) ao_tls_stream_set = ao_tls_stream_explicit = false;
+    if (ao_tls_noted == s) ao_tls_noted = NULL;
     pthread_mutex_lock(&E.mu);
     for (int i = 0; i < E.nstreams; i++)
         if (E.streams[i] == s) E.streams[i] = E.streams[--E.nstreams];
@@ -286,6 +294,7 @@ static bool ensure_ready(void)
     }
     E.ctx = c;
     E.t0 = record(E.d2h, true);
+    E.last_reload = event_get(false);
     char name[256] = "";
     size_t total = 0;
     ao_real.cuDeviceGetName(name, sizeof name, ao_vmm.device);
@@ -298,12 +307,23 @@ static bool ensure_ready(void)
 
 // --- chunks -------------------------------------------------------------------------------
 // A chunk's state and what the launch scan reads about it change together.
+// Being copied out, before its release point, a chunk is still plainly
+// usable: the release waits for every launch checked before it (see
+// release_point). Past it, any use is the engine's business. Reloading, it is
+// usable on the stream already made to wait for it.
 static void chunk_set(ao_chunk_t *c, ao_state_t st)
 {
     c->state = st;
-    uint8_t g = st == AO_RESIDENT                                               ? AO_GS_RESIDENT
-                : (st == AO_RELOADING || st == AO_OFFLOADING) && c->safe_stream ? AO_GS_STREAM
-                                                                                : AO_GS_AWAY;
+    // Reloaded, it stays usable without the engine only on the stream that
+    // waited for the reload: another stream waits too (on the GPU, even when
+    // the reload is long done), so that the order is the GPU's and not only
+    // that of the host thread that saw it complete.
+    uint8_t g = AO_GS_AWAY;
+    if ((st == AO_RESIDENT && !c->reloaded) ||
+        (st == AO_OFFLOADING && !c->scope->release_recorded))
+        g = AO_GS_RESIDENT;
+    else if ((st == AO_RELOADING || st == AO_RESIDENT) && c->safe_stream)
+        g = AO_GS_STREAM;
     ao_vmm_mark(c->base, c->size, g, c);
 }
 
@@ -648,6 +668,10 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
     pthread_mutex_lock(&E.mu);
     ao_scope_t *s = E.open;
     if (!s || !ensure_ready()) goto out;
+    // The layer's allocations are those its thread makes, or any made on its
+    // stream. Another thread's buffers on other streams (a data loader, a
+    // communication thread) are not the layer's to move.
+    if (!pthread_equal(pthread_self(), s->thread) && stream != s->stream) goto out;
     if (stream) {
         CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
         if (ao_real.cuStreamIsCapturing(stream, &cs) == CUDA_SUCCESS &&
@@ -699,18 +723,26 @@ out:
 // Record an event ordering a free the chunk's scope stream does not order.
 static void free_event(ao_chunk_t *c, CUstream s)
 {
-    for (int i = 0; i < c->nfree_ev;) // drop the completed ones first
-        if (done(c->free_ev[i]))
-            event_put(c->free_ev[i], false), c->free_ev[i] = c->free_ev[--c->nfree_ev];
-        else
-            i++;
-    if (c->nfree_ev == AO_MAX_FREE_EVENTS) { // full: wait for the oldest
+    // One event per stream, re-recorded: a later point on a stream covers
+    // the earlier ones, and nothing is dropped, so a reload can still be
+    // ordered after every use on the GPU (not only through the host thread
+    // that saw them complete).
+    for (int i = 0; i < c->nfree_ev; i++)
+        if (c->free_ev_stream[i] == s) {
+            ao_real.cuEventRecord(c->free_ev[i], s);
+            return;
+        }
+    if (c->nfree_ev == AO_MAX_FREE_EVENTS) { // more streams than slots: wait for the oldest
         ao_real.cuEventSynchronize(c->free_ev[0]);
         event_put(c->free_ev[0], false);
-        c->free_ev[0] = c->free_ev[--c->nfree_ev];
+        c->nfree_ev--;
+        memmove(c->free_ev, c->free_ev + 1, (size_t)c->nfree_ev * sizeof *c->free_ev);
+        memmove(c->free_ev_stream, c->free_ev_stream + 1, (size_t)c->nfree_ev * sizeof *c->free_ev_stream);
     }
     CUevent e = record(s, false);
-    if (e) c->free_ev[c->nfree_ev++] = e;
+    if (!e) return;
+    c->free_ev_stream[c->nfree_ev] = s;
+    c->free_ev[c->nfree_ev++] = e;
 }
 
 // A free costs no driver call in the common case (a stream-ordered free on
@@ -846,9 +878,6 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
         (*buffers)++;
         ao_stat_add(AO_STAT_OFFLOADED_BUFFERS, 1);
     }
-    // Until the release point the layer's own stream (the next layer's
-    // kernels) reads it as scheduled; another stream makes the release wait.
-    c->safe_stream = c->scope->stream;
     chunk_set(c, AO_OFFLOADING);
     return bytes;
 }
@@ -874,6 +903,9 @@ static void offload(ao_scope_t *s)
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
         any |= c->prepared = offload_prepare(c);
     if (!any) return;
+    // Host slots freed after a reload may be refilled now: the copies out
+    // follow the copies back on the GPU, whichever host thread freed them.
+    if (E.last_reload) ao_real.cuStreamWaitEvent(E.d2h, E.last_reload, 0);
     CUevent t0 = record(E.d2h, true);
     uint64_t bytes = 0;
     unsigned buffers = 0;
@@ -899,12 +931,18 @@ static void release_point(int mb, const ao_scope_t *except)
         if (s->mb == mb && s != except && s->state == AO_OFFLOADING && !s->release_recorded) {
             s->ev_release = record(s->stream, false);
             s->release_recorded = s->ev_release != NULL;
-            // From here on, a use is outside the schedule: the scan must see it.
-            for (ao_chunk_t *c = s->chunks; c && s->release_recorded; c = c->next)
-                if (c->state == AO_OFFLOADING) {
-                    c->safe_stream = NULL;
-                    chunk_set(c, AO_OFFLOADING);
-                }
+            if (!s->release_recorded) continue;
+            // From here on, a use is outside the schedule: the scan must see
+            // it. Launches checked before, on any stream, are waited for:
+            // every checking thread has enqueued, then each stream gets an
+            // event the release waits for.
+            for (ao_chunk_t *c = s->chunks; c; c = c->next)
+                if (c->state == AO_OFFLOADING) chunk_set(c, AO_OFFLOADING);
+            ao_scan_quiesce();
+            for (ao_chunk_t *c = s->chunks; c; c = c->next)
+                if (c->state == AO_OFFLOADING)
+                    for (int i = 0; i < E.nstreams; i++)
+                        if (E.streams[i] != s->stream) free_event(c, E.streams[i]);
         }
 }
 
@@ -944,7 +982,15 @@ static int reload(ao_scope_t *s, bool missed)
             rc = AOSHIM_ESTATE;
             continue;
         }
-        if (!t0) t0 = record(E.h2d, true);
+        if (!t0) {
+            // The copy back reads host slots the copy out wrote, and writes
+            // memory the last uses before the release read: ordered on the
+            // GPU too, whichever host thread saw those complete.
+            if (s->ev_copied) ao_real.cuStreamWaitEvent(E.h2d, s->ev_copied, 0);
+            if (s->ev_release) ao_real.cuStreamWaitEvent(E.h2d, s->ev_release, 0);
+            t0 = record(E.h2d, true);
+        }
+        for (int i = 0; i < c->nfree_ev; i++) ao_real.cuStreamWaitEvent(E.h2d, c->free_ev[i], 0);
         ao_rec_memory(s->layer, (int64_t)c->size, -(int64_t)c->size);
         for (ao_buffer_t *b = c->buffers; b; b = b->next) {
             if (b->freed || !b->host) continue;
@@ -959,11 +1005,13 @@ static int reload(ao_scope_t *s, bool missed)
             ao_rec_site(b->site, (int64_t)b->size, 0);
         }
         c->safe_stream = NULL;
+        c->reloaded = true;
         chunk_set(c, AO_RELOADING);
     }
     if (t0) {
         event_put(s->ev_reloaded, false);
         s->ev_reloaded = record(E.h2d, false);
+        if (E.last_reload) ao_real.cuEventRecord(E.last_reload, E.h2d);
         timed_add(t0, record(E.h2d, true), AO_REC_H2D, s->layer, s->mb, bytes);
         ao_rec_reload(s->layer, s->mb, buffers, bytes, missed);
         s->state = AO_RELOADING;
@@ -1018,6 +1066,7 @@ int ao_engine_layer_begin(int layer)
     s->layer = layer;
     s->mb = E.mb;
     s->stream = current_stream();
+    s->thread = pthread_self();
     s->recompute = E.phase[E.mb] == PHASE_BACKWARD;
     s->state = AO_RESIDENT;
     s->next = E.scopes;
@@ -1195,7 +1244,9 @@ int ao_engine_set_microbatch(int mb)
 int ao_engine_set_stream(CUstream s)
 {
     if (ao_engine_off) return AOSHIM_EDISABLED;
-    ao_engine_note_stream(s);
+    ao_tls_stream_explicit = false;
+    ao_engine_note_stream_slow(s);
+    ao_tls_stream_explicit = true;
     return 0;
 }
 
@@ -1246,27 +1297,34 @@ static bool stream_capturing(CUstream s)
 // make s wait (on the GPU) for a reload it has not waited for. Captured work
 // cannot wait on an event recorded outside its capture, so there the host
 // waits for the reload, and the chunk stays on the device from then on.
-void ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
+const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
 {
-    if (ao_engine_off) return;
+    if (ao_engine_off) return NULL;
     pthread_mutex_lock(&E.mu);
     ao_chunk_t *c = ao_vmm_owns(p) ? ao_vmm.owner[ao_vmm_index(p)] : NULL;
     if (!c) {
         pthread_mutex_unlock(&E.mu);
-        return;
+        return NULL;
     }
+    note_stream_locked(s);
     ao_scope_t *sc = c->scope;
     bool capturing = stream_capturing(s), late = false;
-    if (c->state == AO_OFFLOADING && !sc->release_recorded && !capturing) {
-        // A scheduled read from another stream: the release waits for it.
-        note_stream_locked(s);
-        free_event(c, s);
-    } else if (c->state == AO_OFFLOADING) {
-        cancel_chunk(c); // past its release point: keep it; the device copy is intact
-        late = true;
+    if (c->state == AO_OFFLOADING && (capturing || sc->release_recorded)) {
+        // Past its release point, or wanted by a graph: keep it (the device
+        // copy is intact). Before its release point any launch may use it.
+        cancel_chunk(c);
+        late = sc->release_recorded;
     } else if (c->state == AO_OFFLOADED) {
         reload(sc, false);
         late = true;
+    }
+    if (c->state == AO_RESIDENT && c->reloaded && c->safe_stream != s && sc->ev_reloaded) {
+        // Came back earlier: this stream orders itself after that on the GPU.
+        ao_real.cuStreamWaitEvent(s, sc->ev_reloaded, 0);
+        if (!c->safe_stream) {
+            c->safe_stream = s;
+            chunk_set(c, AO_RESIDENT);
+        }
     }
     if (c->state == AO_RELOADING) {
         if (capturing) {
@@ -1294,4 +1352,5 @@ void ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
                   what, sc->layer, sc->mb);
     }
     pthread_mutex_unlock(&E.mu);
+    return c;
 }

@@ -53,10 +53,12 @@ bool ao_engine_trim(void);
 // thread-local compare on the hot path, the lock only when it changes.
 extern AO_TLS CUstream ao_tls_stream;
 extern AO_TLS bool ao_tls_stream_set;
+extern AO_TLS bool ao_tls_stream_explicit;
+extern AO_TLS CUstream ao_tls_noted; // the last stream this thread used
 void ao_engine_note_stream_slow(CUstream s);
 static inline void ao_engine_note_stream(CUstream s)
 {
-    if (!ao_tls_stream_set || ao_tls_stream != s) ao_engine_note_stream_slow(s);
+    if (!ao_tls_stream_set || ao_tls_noted != s) ao_engine_note_stream_slow(s);
 }
 // The program destroyed this stream: never record on it again.
 void ao_engine_forget_stream(CUstream s);

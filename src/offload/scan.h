@@ -46,17 +46,67 @@ void ao_capture_ended(void);
 enum ao_fn_kind { AO_FN_HOST, AO_FN_FUNC, AO_FN_KERNEL };
 const ao_layout_t *ao_layout(const void *fn, int kind);
 
-// The engine's slow path for one word the fast check did not clear.
-void ao_engine_touch(CUdeviceptr p, CUstream s, const char *what);
+// The engine's slow path for one word the fast check did not clear: on
+// return the launch may use it (the chunk is returned for the waiver).
+const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what);
+
+// --- check, then enqueue, without a window between them ------------------------------
+// A launch checks its pointers, then enqueues; a release must not slip in
+// between (the kernel would find the memory gone). So a checking thread is
+// marked busy from before its check until its launch is enqueued, and the
+// engine, having marked a chunk away, waits for every busy thread before it
+// records the events its release will wait for (ao_scan_quiesce). The slow
+// path takes the engine's lock, so a thread drops its mark around it and
+// checks again after; chunks the engine has made safe for this launch are
+// waived for the re-check.
+#define AO_SCAN_SLOTS 256
+extern int ao_scan_busy[AO_SCAN_SLOTS];
+extern AO_TLS int ao_scan_slot; // 1 + index, 0 until first use
+extern AO_TLS const void *ao_scan_waived[8];
+extern AO_TLS int ao_scan_nwaived;
+int ao_scan_slot_init(void);
+
+static inline void ao_scan_begin(void)
+{
+    int i = ao_scan_slot ? ao_scan_slot - 1 : ao_scan_slot_init();
+    __atomic_fetch_add(&ao_scan_busy[i], 1, __ATOMIC_SEQ_CST);
+    ao_scan_nwaived = 0;
+}
+
+static inline void ao_scan_end(void)
+{
+    __atomic_fetch_sub(&ao_scan_busy[ao_scan_slot - 1], 1, __ATOMIC_RELEASE);
+}
+
+// The engine: wait until no thread is between its check and its enqueue.
+void ao_scan_quiesce(void);
+
+// Slow path for one word: drop the busy mark, let the engine act, mark again.
+static inline void ao_scan_slow(uint64_t w, CUstream s, const char *what)
+{
+    ao_scan_end();
+    const void *c = ao_engine_touch(w, s, what);
+    int i = ao_scan_slot - 1;
+    __atomic_fetch_add(&ao_scan_busy[i], 1, __ATOMIC_SEQ_CST);
+    if (c && ao_scan_nwaived < 8) ao_scan_waived[ao_scan_nwaived++] = c;
+}
+
+static inline bool ao_scan_is_waived(const void *chunk)
+{
+    for (int i = 0; i < ao_scan_nwaived; i++)
+        if (ao_scan_waived[i] == chunk) return true;
+    return false;
+}
 
 static inline bool ao_word_ok(uint64_t w, CUstream s)
 {
     uint64_t off = w - ao_vmm.base;
     if (off >= ao_vmm.size) return true;
-    if (__atomic_load_n(&ao_capturing, __ATOMIC_RELAXED)) return false;
+    const void *owner = ao_vmm.owner[off >> ao_vmm.shift];
+    if (__atomic_load_n(&ao_capturing, __ATOMIC_RELAXED)) return ao_scan_is_waived(owner);
     uint8_t st = __atomic_load_n(&ao_vmm.state[off >> ao_vmm.shift], __ATOMIC_ACQUIRE);
     if (st <= AO_GS_RESIDENT) return true;
-    return st == AO_GS_STREAM && ao_engine_safe_stream(ao_vmm.owner[off >> ao_vmm.shift]) == s;
+    return (st == AO_GS_STREAM && ao_engine_safe_stream(owner) == s) || ao_scan_is_waived(owner);
 }
 
 // Check a launch's parameters (args: one pointer per parameter; or packed:
@@ -69,6 +119,7 @@ static inline void ao_scan_launch(const ao_layout_t *L, void *const *args, const
     const uint64_t base = ao_vmm.base, size = ao_vmm.size;
     const uint8_t *state = ao_vmm.state;
     const unsigned shift = ao_vmm.shift;
+again:;
     const bool capturing = __atomic_load_n(&ao_capturing, __ATOMIC_RELAXED) != 0;
     for (uint32_t i = 0; i < L->nwords; i++) {
         uint64_t w;
@@ -78,11 +129,10 @@ static inline void ao_scan_launch(const ao_layout_t *L, void *const *args, const
         uint64_t off = w - base;
         if (off >= size) continue;
         uint8_t st = __atomic_load_n(&state[off >> shift], __ATOMIC_RELAXED);
-        if (!capturing &&
-            (st <= AO_GS_RESIDENT ||
-             (st == AO_GS_STREAM && ao_engine_safe_stream(ao_vmm.owner[off >> shift]) == s)))
-            continue;
-        ao_engine_touch(w, s, L->name);
+        if (!capturing && st <= AO_GS_RESIDENT) continue;
+        if (ao_word_ok(w, s)) continue;
+        ao_scan_slow(w, s, L->name);
+        goto again; // states may have moved while this thread was not marked
     }
 }
 
@@ -91,9 +141,13 @@ static inline void ao_scan_range(uint64_t p, uint64_t n, CUstream s, const char 
 {
     uint64_t lo = ao_vmm.base, hi = ao_vmm.base + ao_vmm.size;
     if (!n || p >= hi || p + n <= lo) return; // the usual case: not aoshim's memory
+again:;
     uint64_t a = p < lo ? lo : p, end = p + n < hi ? p + n : hi;
     for (; a < end; a = (a & ~(uint64_t)(ao_vmm.granule - 1)) + ao_vmm.granule)
-        if (!ao_word_ok(a, s)) ao_engine_touch(a, s, what);
+        if (!ao_word_ok(a, s)) {
+            ao_scan_slow(a, s, what);
+            goto again;
+        }
 }
 
 #endif // AO_SCAN_H
