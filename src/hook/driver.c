@@ -85,15 +85,6 @@ static inline bool launch_check(CUfunction f, void **params, void **extra, CUstr
     return true;
 }
 
-// The real call, then the end of the check that preceded it.
-#define CHECKED(checked, call)                                                                     \
-    ({                                                                                             \
-        bool c_ = (checked);                                                                       \
-        __typeof__(call) r_ = AO_REAL_CALL(call);                                                  \
-        if (c_) ao_scan_end();                                                                     \
-        r_;                                                                                        \
-    })
-
 #define LAUNCH(name, ptsz)                                                                         \
     AO_EXPORT CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,      \
                             unsigned by, unsigned bz, unsigned shm, CUstream s, void **params,     \
@@ -164,8 +155,9 @@ COPY(cuMemcpyAsync_ptsz, true, CUdeviceptr, CUdeviceptr, 1)
     AO_EXPORT CUresult name(CUdeviceptr d, vtype v, size_t n CU_ASYNC_##async)                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(ranges_check(d, 0, n * (unit), stream_of(CU_STREAM_ARG_##async, ptsz), #name), \
-                       ao_real.name(d, v, n CU_PASS_##async));                                     \
+        return CHECKED(                                                                            \
+            ranges_check(d, 0, n * (unit), stream_of(CU_STREAM_ARG_##async, ptsz), #name),         \
+            ao_real.name(d, v, n CU_PASS_##async));                                                \
     }
 SET(cuMemsetD8_v2, false, unsigned char, 1, 0)
 SET(cuMemsetD8_v2_ptds, true, unsigned char, 1, 0)
@@ -182,8 +174,7 @@ SET(cuMemsetD32Async_ptsz, true, unsigned, 4, 1)
     {                                                                                              \
         NEED(name);                                                                                \
         CUresult r = AO_REAL_CALL(ao_real.name(s, m));                                             \
-        if (r == CUDA_SUCCESS && !ao_in_hook)                                                      \
-            __atomic_fetch_add(&ao_capturing, 1, __ATOMIC_RELAXED);                                \
+        if (r == CUDA_SUCCESS && !ao_in_hook) ao_capture_began();                                  \
         return r;                                                                                  \
     }
 BEGIN_CAPTURE(cuStreamBeginCapture_v2)

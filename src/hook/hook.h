@@ -23,6 +23,16 @@ extern AO_TLS int ao_in_hook;
         r_;                                                                                        \
     })
 
+// The real call, then the end of the launch check that preceded it (checked:
+// whether one ran; see offload/scan.h).
+#define CHECKED(checked, call)                                                                     \
+    ({                                                                                             \
+        bool c_ = (checked);                                                                       \
+        __typeof__(call) r_ = AO_REAL_CALL(call);                                                  \
+        if (c_) ao_scan_end();                                                                     \
+        r_;                                                                                        \
+    })
+
 // Set once any CUDA allocation went through aoshim: the exit summary is for
 // processes that used the GPU, not for every process under LD_PRELOAD.
 extern bool ao_cuda_touched;

@@ -47,15 +47,6 @@ static bool check(const void *send, size_t send_bytes, const void *recv, size_t 
     return true;
 }
 
-// The real collective, then the end of the check that preceded it.
-#define CHECKED(checked, call)                                                                     \
-    ({                                                                                             \
-        bool c_ = (checked);                                                                       \
-        ncclResult_t r_ = AO_REAL_CALL(call);                                                      \
-        if (c_) ao_scan_end();                                                                     \
-        r_;                                                                                        \
-    })
-
 static int ranks(ncclComm_t comm)
 {
     static ncclResult_t (*count)(const ncclComm_t, int *);
@@ -74,16 +65,17 @@ AO_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t s)
 {
     REAL(ncclAllReduce);
-    return CHECKED(check(send, count * type_size(t), recv, count * type_size(t), s, "ncclAllReduce"),
-                   real_(send, recv, count, t, op, comm, s));
+    return CHECKED(
+        check(send, count * type_size(t), recv, count * type_size(t), s, "ncclAllReduce"),
+        real_(send, recv, count, t, op, comm, s));
 }
 
 AO_EXPORT ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,
                                      ncclComm_t comm, cudaStream_t s)
 {
     REAL(ncclAllGather);
-    return CHECKED(check(send, count * type_size(t), recv, count * type_size(t) * (size_t)ranks(comm), s,
-          "ncclAllGather"),
+    return CHECKED(check(send, count * type_size(t), recv,
+                         count * type_size(t) * (size_t)ranks(comm), s, "ncclAllGather"),
                    real_(send, recv, count, t, comm, s));
 }
 
@@ -92,8 +84,8 @@ AO_EXPORT ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t co
                                          cudaStream_t s)
 {
     REAL(ncclReduceScatter);
-    return CHECKED(check(send, count * type_size(t) * (size_t)ranks(comm), recv, count * type_size(t), s,
-          "ncclReduceScatter"),
+    return CHECKED(check(send, count * type_size(t) * (size_t)ranks(comm), recv,
+                         count * type_size(t), s, "ncclReduceScatter"),
                    real_(send, recv, count, t, op, comm, s));
 }
 
@@ -101,8 +93,9 @@ AO_EXPORT ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
                                      int root, ncclComm_t comm, cudaStream_t s)
 {
     REAL(ncclBroadcast);
-    return CHECKED(check(send, count * type_size(t), recv, count * type_size(t), s, "ncclBroadcast"),
-                   real_(send, recv, count, t, root, comm, s));
+    return CHECKED(
+        check(send, count * type_size(t), recv, count * type_size(t), s, "ncclBroadcast"),
+        real_(send, recv, count, t, root, comm, s));
 }
 
 AO_EXPORT ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t t,

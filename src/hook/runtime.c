@@ -84,15 +84,6 @@ static inline bool launch_check(const void *fn, int kind, void **args, CUstream 
     return true;
 }
 
-// The real call, then the end of the check that preceded it.
-#define CHECKED(checked, call)                                                                     \
-    ({                                                                                             \
-        bool c_ = (checked);                                                                       \
-        __typeof__(call) r_ = AO_REAL_CALL(call);                                                  \
-        if (c_) ao_scan_end();                                                                     \
-        r_;                                                                                        \
-    })
-
 #define LAUNCH(name, ptsz)                                                                         \
     AO_EXPORT cudaError_t name(const void *f, dim3 g, dim3 b, void **args, size_t shm,             \
                                cudaStream_t s)                                                     \
@@ -195,8 +186,7 @@ AO_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
     {                                                                                              \
         NEED(name);                                                                                \
         cudaError_t r = AO_REAL_CALL(ao_real.name(s, m));                                          \
-        if (r == cudaSuccess && !ao_in_hook)                                                       \
-            __atomic_fetch_add(&ao_capturing, 1, __ATOMIC_RELAXED);                                \
+        if (r == cudaSuccess && !ao_in_hook) ao_capture_began();                                   \
         return r;                                                                                  \
     }
 BEGIN_CAPTURE(cudaStreamBeginCapture)

@@ -29,7 +29,13 @@ void ao_scan_quiesce(void)
 {
     __atomic_thread_fence(__ATOMIC_SEQ_CST); // the states written before, the marks read after
     for (int i = 0; i < AO_SCAN_SLOTS; i++)
-        while (__atomic_load_n(&ao_scan_busy[i], __ATOMIC_SEQ_CST) > 0) sched_yield();
+        while (__atomic_load_n(&ao_scan_busy[i], __ATOMIC_SEQ_CST) > 0)
+            sched_yield();
+}
+
+void ao_capture_began(void)
+{
+    __atomic_fetch_add(&ao_capturing, 1, __ATOMIC_RELAXED);
 }
 
 void ao_capture_ended(void)

@@ -38,7 +38,8 @@ typedef struct ao_layout_s {
 // any runs, every word in aoshim's range takes the slow path, which pins
 // what captured work touches.
 extern int ao_capturing;
-// A capture ended (successfully or not): one fewer in progress.
+// A capture began; one ended (successfully or not).
+void ao_capture_began(void);
 void ao_capture_ended(void);
 
 // The layout of a kernel, cached per handle (host stub, CUfunction or
