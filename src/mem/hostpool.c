@@ -83,21 +83,3 @@ void ao_host_free(void *p, size_t size)
             return;
         }
 }
-
-uint64_t ao_host_pinned(void)
-{
-    return pinned;
-}
-
-void ao_host_release_all(void)
-{
-    for (size_t i = 0; i < nchunks; i++) {
-        ao_real.cuMemFreeHost((void *)(uintptr_t)chunks[i].base);
-        ao_extents_clear(&chunks[i].free);
-    }
-    free(chunks);
-    chunks = NULL;
-    nchunks = capchunks = 0;
-    ao_stat_add(AO_STAT_PINNED_HOST_BYTES, -(int64_t)pinned);
-    pinned = 0;
-}

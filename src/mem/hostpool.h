@@ -16,9 +16,5 @@ enum { AO_HOST_OK = 0, AO_HOST_LIMIT = -1, AO_HOST_PIN_FAILED = -2 };
 // A slot of at least size bytes: AO_HOST_OK and *out, or why not.
 int ao_host_alloc(size_t size, void **out);
 void ao_host_free(void *p, size_t size);
-// Bytes pinned in all chunks.
-uint64_t ao_host_pinned(void);
-// Give every chunk back (at exit, while the driver is still alive).
-void ao_host_release_all(void);
 
 #endif // AO_HOSTPOOL_H

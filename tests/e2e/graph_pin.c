@@ -15,32 +15,12 @@
 #include "simgpu.h"
 
 #define N (1u << 20)
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        int e_ = (int)(x);                                                                         \
-        if (e_) {                                                                                  \
-            fprintf(stderr, "graph_pin: %s failed: %d\n", #x, e_);                                 \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static void plus_one(void) {}
-static void plus_one_fn(void **args, const sim_launch_t *l)
-{
-    (void)l;
-    const float *in = *(const float **)args[0];
-    float *out = *(float **)args[1];
-    unsigned n = *(unsigned *)args[2];
-    for (unsigned i = 0; i < n; i++) out[i] = in[i] + 1.0f;
-}
+#define PROG "graph_pin"
+#include "plus_one.h"
 
 int main(void)
 {
-    sim_kernel_desc_t d = {.name = "plus_one", .fn = plus_one_fn, .nparams = 3,
-                           .param_size = {8, 8, 4}, .naccess = 2,
-                           .access = {{0, SIM_R, 2, 4}, {1, SIM_W, 2, 4}}, .ns_fixed = 2000,
-                           .flops_param = -1};
-    CHECK(simrtRegisterKernel((const void *)plus_one, &d));
+    plus_one_register(2000);
     cudaStream_t s;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     aoshim_try_set_stream(s);

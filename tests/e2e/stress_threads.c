@@ -23,25 +23,8 @@
 #define LAYERS 6
 #define STEPS 6
 #define N (256u * 1024u) // floats per buffer: 1 MiB
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        int e_ = (int)(x);                                                                         \
-        if (e_) {                                                                                  \
-            fprintf(stderr, "stress_threads: %s failed: %d\n", #x, e_);                            \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-// out[i] = in[i] + 1; sum[0] = sum of out (a checksum the host can check).
-static void plus_one(void) {}
-static void plus_one_fn(void **args, const sim_launch_t *l)
-{
-    (void)l;
-    const float *in = *(const float **)args[0];
-    float *out = *(float **)args[1];
-    unsigned n = *(unsigned *)args[2];
-    for (unsigned i = 0; i < n; i++) out[i] = in[i] + 1.0f;
-}
+#define PROG "stress_threads"
+#include "plus_one.h"
 
 static atomic_bool done;
 static atomic_int failures;
@@ -122,11 +105,7 @@ static void *reader(void *arg)
 
 int main(void)
 {
-    sim_kernel_desc_t d = {.name = "plus_one", .fn = plus_one_fn, .nparams = 3,
-                           .param_size = {8, 8, 4}, .naccess = 2,
-                           .access = {{0, SIM_R, 2, 4}, {1, SIM_W, 2, 4}}, .ns_fixed = 20000,
-                           .flops_param = -1};
-    CHECK(simrtRegisterKernel((const void *)plus_one, &d));
+    plus_one_register(20000);
     cudaStream_t s;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CHECK(cudaEventCreateWithFlags(&filled, cudaEventDisableTiming));
