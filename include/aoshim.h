@@ -58,6 +58,19 @@ typedef struct aoshim_stats_s {
 // Layer boundaries refer to the calling thread's current stream: the stream
 // set by aoshim_set_stream() on this thread, else the last stream this thread
 // launched work on, else the legacy default stream.
+//
+// No control call starts CUDA. In a process that has not used CUDA yet (a
+// CPU-only run, or boundaries before the first cudaMalloc) the calls are
+// checked and remembered as usual and return the same codes (0 for a correct
+// sequence, not AOSHIM_EDISABLED: nothing is disabled, there is only nothing
+// to move yet); the engine starts at the program's first CUDA allocation,
+// also one inside a layer already begun. AOSHIM_EDISABLED means offloading is
+// off for the whole process: AOSHIM_ENABLE=0, a forked child, an allocator
+// configuration aoshim declines, or a GPU aoshim could not set up.
+//
+// AOSHIM_CONTROL_LOG=file records every boundary call below (not set_stream,
+// keep), one line "<call> <layer> <microbatch>" each, before aoshim acts on
+// it: also when offloading is off or there is no GPU.
 AOSHIM_API int aoshim_layer_begin(int layer);
 AOSHIM_API int aoshim_layer_end(int layer);
 AOSHIM_API int aoshim_backward_begin(int layer);
@@ -69,6 +82,9 @@ AOSHIM_API int aoshim_keep(const void *device_ptr);
 AOSHIM_API int aoshim_get_stats(aoshim_stats_t *out);
 AOSHIM_API int aoshim_report_now(void);
 AOSHIM_API const char *aoshim_version(void);
+// Who marks the layers, in one line for the report (aoshim's Python side
+// says which block list it found). Returns AOSHIM_EINVAL for NULL.
+AOSHIM_API int aoshim_set_frontend(const char *text);
 
 // --- weak-call wrappers --------------------------------------------------------
 // The declarations are weak so that a program built without libaoshim links,
@@ -85,6 +101,7 @@ AOSHIM_API const char *aoshim_version(void);
 #pragma weak aoshim_get_stats
 #pragma weak aoshim_report_now
 #pragma weak aoshim_version
+#pragma weak aoshim_set_frontend
 
 #define AOSHIM_TRY_(fn, ...) ((fn) ? fn(__VA_ARGS__) : AOSHIM_ENOTLOADED)
 static inline int aoshim_try_layer_begin(int l)

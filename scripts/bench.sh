@@ -43,3 +43,8 @@ for b in "$dir"/tests/bench/bench_*; do
     *) "$b" ;;
     esac
 done
+# The Python bootstrap's start-up cost (and torch support's share of
+# `import torch`, with the project's virtual environment when it exists).
+echo "== bench_pyboot =="
+py=python3; [ -x .venv/bin/python ] && py=.venv/bin/python
+"$py" tests/bench/bench_pyboot.py "$shim" "$PWD/$py"

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The whole test suite: every test on the simulated GPU, then the unit tests
-# again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The whole test suite: every test on the simulated GPU, the Python suite
+# (PyTorch under the shim; skipped with one line when torch cannot be
+# installed), then the unit tests again under AddressSanitizer +
+# UndefinedBehaviorSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 meson test -C build --print-errorlogs --num-processes "$(nproc)"
+
+echo "== Python suite (PyTorch under the shim) ==" >&2
+if bash scripts/pyenv.sh; then
+    .venv/bin/python -m pytest -q -n "$(nproc)" -p no:cacheprovider tests/python
+fi
 
 echo "== sanitizer pass (ASan + UBSan) ==" >&2
 if [ ! -f build-san/build.ninja ]; then

@@ -117,6 +117,37 @@ int ao_parse_layers(const char *s, ao_layerset_t *out)
     }
 }
 
+// A Python attribute path as the Python side resolves it from the model:
+// parts separated by dots, each an identifier (attribute) or a decimal
+// integer (an index into a ModuleList or Sequential); the first is an
+// identifier. The boolean spellings are words too: false/no/off mean off,
+// and true/yes/on are refused rather than taken for attribute names (auto is
+// the default; a user who wrote AOSHIM_TORCH=on meant that).
+int ao_parse_torch(const char *s, const char **out)
+{
+    bool b;
+    if (strcasecmp(s, "auto") == 0) return *out = "auto", 0;
+    if (ao_parse_bool(s, &b) == 0) return b ? -1 : (*out = "0", 0);
+    if (strlen(s) > 255) return -1;
+    for (const char *p = s, *part = s;; p++) {
+        if (*p == '.' || *p == '\0') {
+            if (p == part) return -1; // an empty part: "a..b", ".a", "a."
+            if (isdigit((unsigned char)*part)) {
+                if (part == s) return -1; // the root's attribute is a name
+                for (const char *q = part; q < p; q++)
+                    if (!isdigit((unsigned char)*q)) return -1;
+            } else {
+                for (const char *q = part; q < p; q++)
+                    if (!(isalnum((unsigned char)*q) || *q == '_')) return -1;
+            }
+            if (*p == '\0') break;
+            part = p + 1;
+        }
+    }
+    *out = s;
+    return 0;
+}
+
 bool ao_layerset_has(const ao_layerset_t *s, unsigned layer, unsigned nlayers)
 {
     if (layer >= AO_MAX_LAYERS) return false;
@@ -155,6 +186,10 @@ static int set_layers(void *f, const char *v)
 {
     return ao_parse_layers(v, f);
 }
+static int set_torch(void *f, const char *v)
+{
+    return ao_parse_torch(v, f);
+}
 // A path is kept as given (it points into the environment, which outlives
 // the run). Empty is the built-in default, "no file"; a user who sets the
 // variable to nothing most likely meant a file, so that is an error.
@@ -172,6 +207,7 @@ static int set_path(void *f, const char *v)
 #define AO_SET_DEFAULT_uint   set_uint
 #define AO_SET_DEFAULT_level  set_level
 #define AO_SET_DEFAULT_layers set_layers
+#define AO_SET_DEFAULT_torch  set_torch
 #define AO_SET_DEFAULT_path   set_path_default
 
 typedef struct ao_option_s {

@@ -31,7 +31,7 @@ typedef struct ao_layerset_s {
 } ao_layerset_t;
 
 // X(NAME, field, type, default, accepted, help)
-// type is one of: bool, size, uint, layers, path, level
+// type is one of: bool, size, uint, layers, path, level, torch
 #define AO_OPTIONS(X)                                                                              \
     X(ENABLE, enable, bool, "1", "a boolean (1/0, true/false, yes/no, on/off)",                    \
       "0 makes aoshim a pure pass-through")                                                        \
@@ -56,7 +56,15 @@ typedef struct ao_layerset_s {
     X(REPORT_HTML, report_html, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
       "write a self-contained HTML page with the memory timeline to this file at exit")            \
     X(STACKS, stacks, bool, "1", "a boolean (1/0, true/false, yes/no, on/off)",                    \
-      "0: do not capture call stacks of tracked allocations (the report's call sites)")
+      "0: do not capture call stacks of tracked allocations (the report's call sites)")            \
+    X(CONTROL_LOG, control_log, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
+      "write one line per layer-boundary call, '<call> <layer> <microbatch>', to this file, "      \
+      "also in a process without a GPU")                                                           \
+    X(TORCH, torch, torch, "auto",                                                                 \
+      "'auto', '0' (off; also false/no/off) or a dotted attribute path of identifiers and "        \
+      "integers (model.layers, stages.1.blocks)",                                                  \
+      "auto: find the model's repeated block list at the first forward; 0: off; a dotted path "    \
+      "(model.layers): that module list")
 
 typedef struct ao_config_s {
 #define AO_FIELD_bool                             bool
@@ -65,6 +73,7 @@ typedef struct ao_config_s {
 #define AO_FIELD_level                            unsigned
 #define AO_FIELD_path                             const char *
 #define AO_FIELD_layers                           ao_layerset_t
+#define AO_FIELD_torch                            const char * // "auto", "0" or the path
 #define X(NAME, field, type, def, accepted, help) AO_FIELD_##type field;
     AO_OPTIONS(X)
 #undef X
@@ -93,5 +102,8 @@ int ao_parse_bool(const char *s, bool *out);
 int ao_parse_size(const char *s, uint64_t *out);
 int ao_parse_uint(const char *s, unsigned max, unsigned *out);
 int ao_parse_layers(const char *s, ao_layerset_t *out);
+// AOSHIM_TORCH: *out is "auto", "0" (any boolean false spelling) or s itself
+// (a dotted path); -1 for anything else.
+int ao_parse_torch(const char *s, const char **out);
 
 #endif // AO_CONFIG_H

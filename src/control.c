@@ -6,36 +6,48 @@
 
 #include <string.h>
 
+#include "ctllog.h"
 #include "hook/hook.h"
 #include "log.h"
 #include "mem/hostpool.h"
 #include "mem/vmm.h"
 #include "offload/engine.h"
+#include "report/record.h"
 #include "stats.h"
+
+// Each boundary is logged before the engine sees it (ctllog.h): the log is
+// what the program said, whatever the engine made of it.
+#define BOUNDARY(call, arg, expr)                                                                  \
+    do {                                                                                           \
+        ao_ctllog(call, arg);                                                                      \
+        int rc_ = (expr);                                                                          \
+        ao_ctllog_done(call, arg, rc_);                                                            \
+        return rc_;                                                                                \
+    } while (0)
 
 AOSHIM_API int aoshim_layer_begin(int layer)
 {
-    return ao_engine_layer_begin(layer);
+    BOUNDARY(AO_CTL_LAYER_BEGIN, layer, ao_engine_layer_begin(layer));
 }
 AOSHIM_API int aoshim_layer_end(int layer)
 {
-    return ao_engine_layer_end(layer);
+    BOUNDARY(AO_CTL_LAYER_END, layer, ao_engine_layer_end(layer));
 }
 AOSHIM_API int aoshim_backward_begin(int layer)
 {
-    return ao_engine_backward_begin(layer);
+    BOUNDARY(AO_CTL_BACKWARD_BEGIN, layer, ao_engine_backward_begin(layer));
 }
 AOSHIM_API int aoshim_backward_end(int layer)
 {
-    return ao_engine_backward_end(layer);
+    BOUNDARY(AO_CTL_BACKWARD_END, layer, ao_engine_backward_end(layer));
 }
 AOSHIM_API int aoshim_step_end(void)
 {
-    return ao_engine_step_end();
+    BOUNDARY(AO_CTL_STEP_END, -1, ao_engine_step_end());
 }
 AOSHIM_API int aoshim_set_microbatch(int mb)
 {
-    return ao_engine_set_microbatch(mb);
+    BOUNDARY(AO_CTL_SET_MICROBATCH, mb, ao_engine_set_microbatch(mb));
 }
 AOSHIM_API int aoshim_set_stream(void *s)
 {
@@ -51,6 +63,13 @@ AOSHIM_API int aoshim_keep(const void *p)
     static int once;
     ao_warn_once(&once, "aoshim_keep(%p): not a buffer allocated through CUDA", p);
     return AOSHIM_ENOTFOUND;
+}
+
+AOSHIM_API int aoshim_set_frontend(const char *text)
+{
+    if (!text) return AOSHIM_EINVAL;
+    ao_rec_frontend(text);
+    return 0;
 }
 
 AOSHIM_API int aoshim_get_stats(aoshim_stats_t *out)

@@ -10,15 +10,18 @@
 #include "aoshim.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "ctllog.h"
 #include "hook/hook.h"
 #include "hook/real.h"
 #include "log.h"
 #include "offload/engine.h"
+#include "pyboot.h"
 #include "report/report.h"
 
 #define AO_STR2(x) #x
@@ -29,32 +32,52 @@
 static bool forked_child;
 
 // A forked child (a data-loader worker) shares no CUDA state with its parent:
-// it passes everything through and never writes the parent's report.
+// it passes everything through and never writes the parent's report nor its
+// control log.
 static void at_fork_child(void)
 {
     forked_child = true;
     ao_engine_off = true;
+    ao_ctllog_forked();
 }
 
 // PyTorch hides tensors inside cached segments unless told otherwise; with
 // the cudaMallocAsync backend every tensor is its own allocation, which is
-// what aoshim can offload. Set it when the user has not chosen; when the user
-// chose a caching configuration, offloading would move segments aoshim does
-// not understand, so the engine declines (and says so once, at the first
-// layer boundary).
+// what aoshim can offload. Two variables choose it: PYTORCH_CUDA_ALLOC_CONF
+// and, from torch 2.9, PYTORCH_ALLOC_CONF; which one wins when both are set
+// differs between torch versions and between c10's own parsers, so a user's
+// choice is judged by every variable set. When the user set neither, aoshim
+// sets PYTORCH_CUDA_ALLOC_CONF (read by every version). When the user set
+// either, aoshim sets nothing; unless each one set selects
+// backend:cudaMallocAsync, offloading would move segments aoshim does not
+// understand, so the engine declines (and says so once, at the first layer
+// boundary).
 static void pytorch_allocator(void)
 {
-    const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+    static const char *const vars[] = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
+    static char why[512];
     const char *nocache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
     if (nocache && strcmp(nocache, "0") != 0) return; // every tensor a cudaMalloc
-    if (!conf) {
+    int set = 0, caching = 0;
+    char names[64] = "";
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *conf = getenv(vars[i]);
+        if (!conf) continue;
+        set++;
+        if (strstr(conf, "backend:cudaMallocAsync")) continue;
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                 caching++ ? " and " : "", vars[i]);
+    }
+    if (!set) {
         setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 0);
         if (ao_config.verbose)
             ao_log(AO_LOG_INFO, "set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync");
-    } else if (!strstr(conf, "backend:cudaMallocAsync")) {
-        ao_engine_declined = "PYTORCH_CUDA_ALLOC_CONF selects PyTorch's caching allocator, which "
-                             "hides tensors inside cached segments; use backend:cudaMallocAsync "
-                             "(or unset it) to offload";
+    } else if (caching) {
+        snprintf(why, sizeof why,
+                 "%s %s PyTorch's caching allocator, which hides tensors inside cached segments; "
+                 "use backend:cudaMallocAsync (or unset %s) to offload",
+                 names, caching > 1 ? "select" : "selects", caching > 1 ? "them" : "it");
+        ao_engine_declined = why;
     }
 }
 
@@ -69,10 +92,13 @@ __attribute__((constructor)) static void ao_init(void)
         ao_log(AO_LOG_INFO, "version %s, pid %d", AO_VERSION_STRING, (int)getpid());
         ao_config_print(2);
     }
+    // Registered whatever AOSHIM_ENABLE says: the control log is written
+    // when the engine is off too, and a child must not write its parent's.
+    pthread_atfork(NULL, NULL, at_fork_child);
     ao_engine_off = !ao_config.enable;
     if (ao_engine_off) return;
     pytorch_allocator();
-    pthread_atfork(NULL, NULL, at_fork_child);
+    ao_pyboot_init();
     ao_real_runtime_init();
 }
 

@@ -35,7 +35,8 @@
     X(PIN_CALLS, "host pinning calls")                                                             \
     X(MEM_CREATE_CALLS, "cuMemCreate calls")                                                       \
     X(ADDRESS_RESERVE_CALLS, "cuMemAddressReserve calls")                                          \
-    X(OOM_RETRIES, "allocations retried after giving back pooled memory")
+    X(OOM_RETRIES, "allocations retried after giving back pooled memory")                          \
+    X(LAYER_BEGINS, "aoshim_layer_begin calls (forward and recomputation)")
 
 typedef enum ao_stat_e {
 #define X(NAME, label) AO_STAT_##NAME,

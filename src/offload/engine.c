@@ -19,6 +19,7 @@
 
 #include "aoshim.h"
 #include "config.h"
+#include "hook/hook.h"
 #include "hook/real.h"
 #include "log.h"
 #include "mem/extent.h"
@@ -143,6 +144,11 @@ static struct {
     int max_fwd_layer;
     ao_phase_t phase[AO_MAX_MB];
     int bwd_open[AO_MAX_MB]; // layer + 1 of the open backward, 0 if none
+    // Per microbatch, one bit per layer whose forward began this step
+    // (allocated at the microbatch's first layer). Scopes cannot answer
+    // "did layer L run forward": one that tracked nothing is gone at the
+    // next boundary, and any layer may track nothing.
+    uint64_t *fwd_ran[AO_MAX_MB];
     ao_learn_t learned[AO_MAX_LAYERS];
 } E = {.mu = PTHREAD_MUTEX_INITIALIZER, .max_fwd_layer = -1};
 
@@ -165,6 +171,9 @@ void *ao_engine_open_scope; // E.open, for the lock-free check
 // --- events ---------------------------------------------------------------------------
 static CUevent event_get(bool timing)
 {
+    // Before the engine is up (boundaries in a process that has not used
+    // CUDA yet) there is nothing to order, and no driver to ask.
+    if (!E.ready) return NULL;
     if (timing && E.ntiming_events) return E.timing_events[--E.ntiming_events];
     if (!timing && E.nsync_events) return E.sync_events[--E.nsync_events];
     CUevent e = NULL;
@@ -266,9 +275,10 @@ void ao_engine_forget_stream(CUstream s)
 }
 
 // --- start-up ---------------------------------------------------------------------------
-// The driver is brought up at the first tracked allocation or control call,
-// never in the constructor. The calling thread may have no current context
-// (a framework's autograd thread): use the primary context then.
+// The driver is brought up at the first tracked allocation, or at a control
+// call once the program has used CUDA; never in the constructor. The calling
+// thread may have no current context (a framework's autograd thread): use
+// the primary context then.
 static bool ensure_ready(void)
 {
     CUcontext c = NULL;
@@ -293,6 +303,7 @@ static bool ensure_ready(void)
         return E.failed = true, false;
     }
     E.ctx = c;
+    E.ready = true;
     E.t0 = record(E.d2h, true);
     E.last_reload = event_get(false);
     char name[256] = "";
@@ -300,7 +311,6 @@ static bool ensure_ready(void)
     ao_real.cuDeviceGetName(name, sizeof name, ao_vmm.device);
     ao_real.cuDeviceTotalMem_v2(&total, ao_vmm.device);
     ao_rec_device(name, total);
-    E.ready = true;
     note_stream_locked(CU_STREAM_LEGACY);
     return true;
 }
@@ -1031,7 +1041,15 @@ static int enter(void)
         return AOSHIM_EDISABLED;
     }
     pthread_mutex_lock(&E.mu);
-    if (!ensure_ready()) {
+    // A control call never brings CUDA up by itself: retaining the primary
+    // context costs hundreds of MB of device memory, which a CPU-only run
+    // under the shim (PyTorch without a GPU, the Python hooks still calling)
+    // must not pay. Until the program uses CUDA the boundaries are kept and
+    // checked without the driver (nothing can be tracked, so nothing needs
+    // an event); the engine comes up at the program's first allocation,
+    // which may be inside a layer already begun.
+    bool cuda = E.ready || __atomic_load_n(&ao_cuda_touched, __ATOMIC_RELAXED);
+    if (cuda && !ensure_ready()) {
         pthread_mutex_unlock(&E.mu);
         return AOSHIM_EDISABLED;
     }
@@ -1051,9 +1069,15 @@ static int leave(int rc)
         return AOSHIM_EINVAL;                                                                      \
     }
 
+static bool fwd_ran(int layer, int mb)
+{
+    return E.fwd_ran[mb] && (E.fwd_ran[mb][layer / 64] >> (layer % 64)) & 1;
+}
+
 int ao_engine_layer_begin(int layer)
 {
     CHECK_ID("aoshim_layer_begin", layer, AO_MAX_LAYERS);
+    ao_stat_add(AO_STAT_LAYER_BEGINS, 1); // the summary says when there were none
     int rc = enter();
     if (rc) return rc;
     if (E.open) {
@@ -1061,17 +1085,24 @@ int ao_engine_layer_begin(int layer)
                   E.open->layer);
         return leave(AOSHIM_ESTATE);
     }
+    bool recompute = E.phase[E.mb] == PHASE_BACKWARD;
+    if (!recompute && !E.fwd_ran[E.mb])
+        E.fwd_ran[E.mb] = calloc(AO_MAX_LAYERS / 64, sizeof *E.fwd_ran[E.mb]);
     ao_scope_t *s = calloc(1, sizeof *s);
-    if (!s) return leave(AOSHIM_ESTATE);
+    if (!s || (!recompute && !E.fwd_ran[E.mb])) {
+        free(s);
+        return leave(AOSHIM_ESTATE);
+    }
     s->layer = layer;
     s->mb = E.mb;
     s->stream = current_stream();
     s->thread = pthread_self();
-    s->recompute = E.phase[E.mb] == PHASE_BACKWARD;
+    s->recompute = recompute;
     s->state = AO_RESIDENT;
     s->next = E.scopes;
     E.scopes = s;
     if (s->recompute) return leave(0); // recomputed in backward: never offloaded
+    E.fwd_ran[E.mb][layer / 64] |= 1ull << (layer % 64);
     // A deferred offload of this microbatch's previous layer can go now:
     // that layer was not the last.
     for (ao_scope_t *p = s->next; p; p = p->next)
@@ -1144,7 +1175,7 @@ int ao_engine_backward_begin(int layer)
     if (rc) return rc;
     int mb = E.mb;
     if (E.phase[mb] == PHASE_FORWARD) {
-        if (layer > E.max_fwd_layer || !scope_find(layer, mb)) {
+        if (!fwd_ran(layer, mb)) {
             WARN_ONCE("aoshim_backward_begin(%d): layer %d never ran forward (microbatch %d)",
                       layer, layer, mb);
             return leave(AOSHIM_ESTATE);
@@ -1218,6 +1249,7 @@ int ao_engine_step_end(void)
     for (int i = 0; i < AO_MAX_MB; i++) {
         E.phase[i] = PHASE_FORWARD;
         E.bwd_open[i] = 0;
+        if (E.fwd_ran[i]) memset(E.fwd_ran[i], 0, AO_MAX_LAYERS / 8);
     }
     for (ao_scope_t *s = E.scopes; s; s = s->next) {
         s->offload_deferred = false;

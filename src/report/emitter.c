@@ -275,9 +275,19 @@ void ao_emit_kv(ao_emitter_t *e, const char *label, const char *key, ao_emit_val
     ao_emit_row_end(e);
 }
 
+// Not through a row: inside a text row that would end the row (its label
+// NULL), and the row's later values and newline would be lost.
 void ao_emit_json(ao_emitter_t *e, const char *key, ao_emit_val_t v)
 {
-    ao_emit_kv(e, NULL, key, v);
+    if (e->fmt == AO_EMIT_JSON) ao_emit_val(e, NULL, key, v);
+}
+
+void ao_emit_note(ao_emitter_t *e, const char *key, const char *text)
+{
+    if (e->fmt == AO_EMIT_JSON)
+        ao_emit_json(e, key, AO_STR(text));
+    else if (text)
+        ao_emit_printf(e, "aoshim: %s\n", text);
 }
 
 // --- tables -------------------------------------------------------------------------------

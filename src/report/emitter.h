@@ -97,6 +97,9 @@ void ao_emit_row_end(ao_emitter_t *e);
 void ao_emit_kv(ao_emitter_t *e, const char *label, const char *key, ao_emit_val_t v);
 // JSON only.
 void ao_emit_json(ao_emitter_t *e, const char *key, ao_emit_val_t v);
+// A sentence on a line of its own: text "aoshim: <text>"; JSON "key": text.
+// NULL text: no line, JSON null.
+void ao_emit_note(ao_emitter_t *e, const char *key, const char *text);
 
 // A table: text, a header line then one line per row; JSON, an array of
 // objects with the columns' keys.

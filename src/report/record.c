@@ -399,6 +399,16 @@ void ao_rec_device(const char *name, uint64_t capacity)
     pthread_mutex_unlock(&mu);
 }
 
+void ao_rec_frontend(const char *text)
+{
+    pthread_mutex_lock(&mu);
+    size_t n = 0;
+    for (; text[n] && n < sizeof R.frontend - 1; n++) // one line: control characters become blanks
+        R.frontend[n] = (unsigned char)text[n] < 0x20 ? ' ' : text[n];
+    R.frontend[n] = '\0';
+    pthread_mutex_unlock(&mu);
+}
+
 // --- for the writers --------------------------------------------------------------------------
 bool ao_rec_lock_for_report(void)
 {

@@ -38,5 +38,7 @@ void ao_rec_step(void);
 // The device, once known (engine start): its name and memory capacity in
 // bytes (0: unknown). The name is copied.
 void ao_rec_device(const char *name, uint64_t capacity);
+// Who marks the layers (aoshim_set_frontend): one line, kept for the report.
+void ao_rec_frontend(const char *text);
 
 #endif // AO_RECORD_H

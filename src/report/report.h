@@ -82,6 +82,7 @@ typedef struct ao_rec_s {
     bool started;
     uint64_t origin_ns; // CLOCK_MONOTONIC at the first event (or ao_rec_device)
     char device_name[128];
+    char frontend[256]; // who marks the layers (aoshim_set_frontend), "" if no one said
     uint64_t device_capacity;
     ao_rec_layer_t layer[AO_MAX_LAYERS + 1]; // [0]: memory of no layer (layer -1)
     int max_layer;                           // highest layer seen, -1 if none

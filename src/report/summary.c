@@ -95,14 +95,23 @@ static void emit_summary(ao_emitter_t *e)
     ao_emit_val(e, ", graph ", "graph", AO_U64(ao_stat_get(AO_STAT_KEPT_GRAPH)));
     ao_emit_obj_end(e);
     ao_emit_row_end(e);
-    // The allocator as the process configured it. aoshim sets
-    // backend:cudaMallocAsync itself when PYTORCH_CUDA_ALLOC_CONF is unset.
+    // The allocator as the process configured it: each of PyTorch's two
+    // variables that is set (aoshim sets PYTORCH_CUDA_ALLOC_CONF itself when
+    // neither is), else "(unset)". The JSON always has
+    // pytorch_cuda_alloc_conf; pytorch_alloc_conf only when it is set.
     const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+    const char *conf2 = getenv("PYTORCH_ALLOC_CONF");
     const char *nocache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
     ao_emit_row_begin(e, "allocator");
     ao_emit_obj_begin(e, "allocator");
-    ao_emit_val(e, "PYTORCH_CUDA_ALLOC_CONF=", "pytorch_cuda_alloc_conf",
-                AO_STR(conf ? conf : "(unset)"));
+    if (conf || !conf2)
+        ao_emit_val(e, "PYTORCH_CUDA_ALLOC_CONF=", "pytorch_cuda_alloc_conf",
+                    AO_STR(conf ? conf : "(unset)"));
+    else
+        ao_emit_json(e, "pytorch_cuda_alloc_conf", AO_STR("(unset)"));
+    if (conf2)
+        ao_emit_val(e, conf ? ", PYTORCH_ALLOC_CONF=" : "PYTORCH_ALLOC_CONF=", "pytorch_alloc_conf",
+                    AO_STR(conf2));
     if (nocache)
         ao_emit_val(e, ", PYTORCH_NO_CUDA_MEMORY_CACHING=", "pytorch_no_cuda_memory_caching",
                     AO_STR(nocache));
@@ -113,6 +122,22 @@ static void emit_summary(ao_emitter_t *e)
     if (ao_engine_declined) ao_emit_json(e, "declined_because", AO_STR(ao_engine_declined));
     ao_emit_obj_end(e);
     ao_emit_row_end(e);
+    // A GPU run that never declared a layer offloads nothing, and "saved 0 B"
+    // alone does not say why: one line that does, and where boundaries come
+    // from.
+    bool seen = ao_stat_get(AO_STAT_LAYER_BEGINS) > 0;
+    ao_emit_json(e, "layers_seen", AO_BOOL(seen));
+    ao_emit_note(e, "layers_note",
+                 seen ? NULL
+                      : "no layer boundaries seen: nothing was offloaded. Python: run under "
+                        "LD_PRELOAD with torch (AOSHIM_TORCH=auto finds the block list) or call "
+                        "aoshim.torch.offload(blocks); C: aoshim_layer_begin/aoshim_layer_end "
+                        "(include/aoshim.h)");
+    // Who marked the layers, when the program (or aoshim's Python side) said.
+    if (R.frontend[0])
+        ao_emit_kv(e, "layers marked by", "frontend", AO_STR(R.frontend));
+    else
+        ao_emit_json(e, "frontend", AO_STR(NULL));
     ao_emit_obj_end(e);
 }
 

@@ -21,8 +21,9 @@ const char *e2e_path(const char *var)
 }
 
 // --- the child's environment ---------------------------------------------------------
-// The parent's AOSHIM_* and SIM_* variables are dropped: a developer's
-// AOSHIM_OFFLOAD_LAYERS or SIM_D2H_GBPS must not change what a test measures.
+// The parent's AOSHIM_*, SIM_* and PYTORCH_* variables are dropped: a
+// developer's AOSHIM_OFFLOAD_LAYERS, SIM_D2H_GBPS or PYTORCH_ALLOC_CONF must
+// not change what a test measures.
 static void child_env(bool preload, const char *const *env)
 {
     // SIM_DIR itself starts with SIM_: keep the harness paths before scrubbing.
@@ -32,7 +33,7 @@ static void child_env(bool preload, const char *const *env)
         char *victim = NULL;
         for (char **e = environ; *e; e++)
             if (strncmp(*e, "AOSHIM_", 7) == 0 || strncmp(*e, "SIM_", 4) == 0 ||
-                strncmp(*e, "LD_PRELOAD=", 11) == 0) {
+                strncmp(*e, "LD_PRELOAD=", 11) == 0 || strncmp(*e, "PYTORCH_", 8) == 0) {
                 victim = *e;
                 break;
             }

@@ -20,7 +20,7 @@ typedef struct e2e_result_s {
 
 // Run argv[0] (a path) with argv. preload: LD_PRELOAD=$AO_TEST_SHIM. env:
 // NULL-terminated "NAME=VALUE" list applied after the harness defaults
-// (LD_LIBRARY_PATH=$SIM_DIR, SIM_QUIET=1, every other AOSHIM_*/SIM_* removed
+// (LD_LIBRARY_PATH=$SIM_DIR, SIM_QUIET=1, every other AOSHIM_*/SIM_*/PYTORCH_* removed
 // so that the caller's environment cannot change a figure); "NAME" alone
 // unsets NAME.
 void e2e_run(e2e_result_t *r, bool preload, const char *const *env, const char *const *argv);

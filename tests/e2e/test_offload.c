@@ -483,11 +483,16 @@ Test(e2e, host_limit_keeps_layers_resident, .timeout = 60)
 // --- PyTorch's allocator ----------------------------------------------------------------------
 // Unset, aoshim selects the cudaMallocAsync backend for the process (a shell
 // run under the shim sees it); with caching disabled it leaves it alone.
+// PYTORCH_ALLOC_CONF (torch >= 2.9) is a user's choice as much as
+// PYTORCH_CUDA_ALLOC_CONF: with either set, aoshim sets nothing.
 static void env_seen(const char *const *env, const char *want)
 {
     e2e_result_t r;
     e2e_run(&r, true, env,
-            (const char *const[]){"/bin/sh", "-c", "printf %s \"$PYTORCH_CUDA_ALLOC_CONF\"", NULL});
+            (const char *const[]){"/bin/sh", "-c",
+                                  "printf '%s|%s' \"${PYTORCH_CUDA_ALLOC_CONF-unset}\" "
+                                  "\"${PYTORCH_ALLOC_CONF-unset}\"",
+                                  NULL});
     cr_expect_eq(r.status, 0);
     cr_expect_str_eq(r.out, want);
     e2e_free(&r);
@@ -495,28 +500,86 @@ static void env_seen(const char *const *env, const char *want)
 
 Test(e2e, pytorch_allocator_selected_when_unset)
 {
-    env_seen(ENV("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING"),
-             "backend:cudaMallocAsync");
-    env_seen(ENV("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING=1"), "");
-    env_seen(ENV("PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,release_threshold:0"),
-             "backend:cudaMallocAsync,release_threshold:0");
+    env_seen(ENV("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING"),
+             "backend:cudaMallocAsync|unset");
+    env_seen(
+        ENV("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING=1"),
+        "unset|unset");
+    env_seen(ENV("PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,release_threshold:0",
+                 "PYTORCH_ALLOC_CONF"),
+             "backend:cudaMallocAsync,release_threshold:0|unset");
+    env_seen(ENV("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF=expandable_segments:True"),
+             "unset|expandable_segments:True");
+    env_seen(ENV("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF=backend:cudaMallocAsync"),
+             "unset|backend:cudaMallocAsync");
+    env_seen(ENV("PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync",
+                 "PYTORCH_ALLOC_CONF=expandable_segments:True"),
+             "backend:cudaMallocAsync|expandable_segments:True");
+}
+
+// train_step under the shim with the given allocator variables: whether it
+// offloaded, the one warning (NULL: none), and the summary's allocator row.
+static void allocator_run(const char *const *env, bool offloads, const char *warning,
+                          const char *row)
+{
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, DATA);
+    expect_ok("without aoshim", &base);
+    e2e_train(&with, true, env, DATA);
+    expect_ok("with aoshim", &with);
+    cr_expect_str_eq(with.checksum, base.checksum);
+    if (warning) cr_expect_eq(count(with.err, warning), 1, "not once: '%s'\n%s", warning, with.err);
+    cr_expect_eq(count(with.err, "aoshim: warning: not offloading"), warning ? 1 : 0, "%s",
+                 with.err);
+    if (offloads)
+        cr_expect_gt(offloaded_bytes(&with), 0);
+    else
+        cr_expect_eq(offloaded_bytes(&with), 0);
+    const char *v = e2e_summary(with.err, "allocator");
+    cr_assert(v, "no allocator row:\n%s", with.err);
+    size_t n = strcspn(v, "\n");
+    cr_expect(strlen(row) == n && strncmp(v, row, n) == 0, "allocator row '%.*s', want '%s'",
+              (int)n, v, row);
+    e2e_free(&base);
+    e2e_free(&with);
 }
 
 // A configuration that hides tensors in cached segments: aoshim says once
 // that it will not offload, and does not.
 Test(e2e, pytorch_caching_allocator_declined, .timeout = 60)
 {
-    e2e_result_t base, with;
-    e2e_train(&base, false, NULL, DATA);
-    expect_ok("without aoshim", &base);
-    e2e_train(&with, true, ENV("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), DATA);
-    expect_ok("caching configuration", &with);
-    cr_expect_str_eq(with.checksum, base.checksum);
-    cr_expect_eq(count(with.err, "aoshim: warning: not offloading: PYTORCH_CUDA_ALLOC_CONF"), 1,
-                 "%s", with.err);
-    cr_expect_eq(offloaded_bytes(&with), 0);
-    e2e_free(&base);
-    e2e_free(&with);
+    allocator_run(ENV("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "PYTORCH_ALLOC_CONF"),
+                  false, "aoshim: warning: not offloading: PYTORCH_CUDA_ALLOC_CONF selects",
+                  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; declined");
+}
+
+Test(e2e, pytorch_alloc_conf_declined, .timeout = 60)
+{
+    allocator_run(ENV("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF=expandable_segments:True"),
+                  false, "aoshim: warning: not offloading: PYTORCH_ALLOC_CONF selects",
+                  "PYTORCH_ALLOC_CONF=expandable_segments:True; declined");
+}
+
+Test(e2e, pytorch_alloc_conf_async_offloads, .timeout = 60)
+{
+    allocator_run(ENV("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF=backend:cudaMallocAsync"),
+                  true, NULL, "PYTORCH_ALLOC_CONF=backend:cudaMallocAsync; on");
+}
+
+// Both set: every one must select cudaMallocAsync (torch versions disagree on
+// which wins); the warning names the one that does not.
+Test(e2e, pytorch_both_confs_must_agree, .timeout = 60)
+{
+    allocator_run(ENV("PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync",
+                      "PYTORCH_ALLOC_CONF=expandable_segments:True"),
+                  false, "aoshim: warning: not offloading: PYTORCH_ALLOC_CONF selects",
+                  "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, "
+                  "PYTORCH_ALLOC_CONF=expandable_segments:True; declined");
+    allocator_run(ENV("PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync",
+                      "PYTORCH_ALLOC_CONF=backend:cudaMallocAsync"),
+                  true, NULL,
+                  "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, "
+                  "PYTORCH_ALLOC_CONF=backend:cudaMallocAsync; on");
 }
 
 // --- no CUDA, no cost -------------------------------------------------------------------------

@@ -340,3 +340,64 @@ Test(report, forked_child_writes_nothing, .timeout = 60)
     e2e_free(&r);
     remove_dir();
 }
+
+// A GPU run that never declared a layer: the summary says why nothing was
+// offloaded and where boundaries come from, in one line, and the JSON
+// carries the same (one emitter writes both).
+#define NO_LAYERS_NOTE                                                                             \
+    "no layer boundaries seen: nothing was offloaded. Python: run under LD_PRELOAD with torch "    \
+    "(AOSHIM_TORCH=auto finds the block list) or call aoshim.torch.offload(blocks); C: "           \
+    "aoshim_layer_begin/aoshim_layer_end (include/aoshim.h)"
+
+Test(report, no_layer_boundaries_says_so, .timeout = 60)
+{
+    make_dir();
+    char env[300], path[300];
+    snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r.json", dir);
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    e2e_result_t r;
+    const char *argv[] = {e2e_path("AO_BOUNDARIES_GPU"), "--no-boundaries", NULL};
+    e2e_run(&r, true, ENV(env), argv);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.out, "check bytes_ok=1"), "%s", r.out);
+    // The line, once, inside the summary: after the allocator row, before
+    // the per-layer table.
+    const char *line = "\naoshim: " NO_LAYERS_NOTE "\n";
+    const char *at = strstr(r.err, line);
+    cr_assert(at, "no note in the summary:\n%s", r.err);
+    cr_expect_null(strstr(at + 1, line), "the note twice:\n%s", r.err);
+    const char *alloc = strstr(r.err, "aoshim: allocator "),
+               *table = strstr(r.err, "aoshim: per layer");
+    cr_expect(alloc && table && alloc < at && at < table, "the note is not in its place:\n%s",
+              r.err);
+    char *j = slurp(path);
+    cr_assert(j, "no report %s", path);
+    cr_expect(strstr(j, "\"layers_seen\": false"), "no layers_seen false in the JSON");
+    cr_expect(strstr(j, "\"layers_note\": \"" NO_LAYERS_NOTE "\""), "no layers_note in the JSON");
+    cr_expect_eq(check("json", path, e2e_path("AO_REPORT_SCHEMA")), 0,
+                 "the report does not match the schema");
+    free(j);
+    e2e_free(&r);
+    remove_dir();
+}
+
+// With boundaries there is no such line, and the JSON says they were seen.
+Test(report, layer_boundaries_seen, .timeout = 60)
+{
+    make_dir();
+    char env[300], path[300];
+    snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r.json", dir);
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    e2e_result_t r;
+    const char *argv[] = {e2e_path("AO_BOUNDARIES_GPU"), NULL};
+    e2e_run(&r, true, ENV(env), argv);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_expect_null(strstr(r.err, "no layer boundaries seen"), "%s", r.err);
+    char *j = slurp(path);
+    cr_assert(j, "no report %s", path);
+    cr_expect(strstr(j, "\"layers_seen\": true"), "no layers_seen true in the JSON");
+    cr_expect(strstr(j, "\"layers_note\": null"), "layers_note is not null in the JSON");
+    free(j);
+    e2e_free(&r);
+    remove_dir();
+}

@@ -66,6 +66,91 @@ Test(config, layers)
         cr_expect_eq(ao_parse_layers(bad[i], &s), -1, "accepted '%s'", bad[i]);
 }
 
+// AOSHIM_TORCH: the Python side reads the variable itself; the library
+// refuses what it could not mean before the program runs, and normalises
+// what it accepts to "auto", "0" or the path.
+Test(config, torch)
+{
+    const char *v = NULL;
+    const struct {
+        const char *in, *want;
+    } good[] = {
+        {"auto", "auto"},
+        {"AUTO", "auto"},
+        {"0", "0"},
+        {"false", "0"},
+        {"No", "0"},
+        {"OFF", "0"},
+        {"model.layers", NULL},
+        {"transformer.h", NULL},
+        {"blocks", NULL},
+        {"stages.1.blocks", NULL},
+        {"_orig_mod.model.layers", NULL},
+        {"m.layers.10", NULL},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        cr_expect_eq(ao_parse_torch(good[i].in, &v), 0, "refused '%s'", good[i].in);
+        cr_expect_str_eq(v, good[i].want ? good[i].want : good[i].in, "'%s'", good[i].in);
+    }
+    const char *bad[] = {"",     "1",         "true",         "on",           "yes",
+                         ".",    "model.",    ".model",       "a..b",         "0.blocks",
+                         "1abc", "model.1x",  "model-layers", "model layers", "model.layers ",
+                         "m/l",  "model.x-1", "4.0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        cr_expect_eq(ao_parse_torch(bad[i], &v), -1, "accepted '%s'", bad[i]);
+    char longpath[300];
+    memset(longpath, 'a', sizeof longpath - 1);
+    longpath[sizeof longpath - 1] = '\0';
+    cr_expect_eq(ao_parse_torch(longpath, &v), -1, "accepted a 299-character path");
+}
+
+Test(config, load_torch_and_control_log)
+{
+    ao_config_t c;
+    char err[768];
+    char *env0[] = {"PATH=/bin", NULL};
+    cr_assert_eq(ao_config_load(&c, env0, err, sizeof err), 0);
+    cr_assert_str_eq(c.torch, "auto");
+    cr_assert_null(c.control_log, "no control log by default");
+
+    char *env1[] = {"AOSHIM_TORCH=Off", "AOSHIM_CONTROL_LOG=/tmp/ctl.%p.log", NULL};
+    cr_assert_eq(ao_config_load(&c, env1, err, sizeof err), 0);
+    cr_assert_str_eq(c.torch, "0");
+    cr_assert_str_eq(c.control_log, "/tmp/ctl.%p.log");
+
+    char *env2[] = {"AOSHIM_TORCH=model.layers", NULL};
+    cr_assert_eq(ao_config_load(&c, env2, err, sizeof err), 0);
+    cr_assert_str_eq(c.torch, "model.layers");
+
+    char *env3[] = {"AOSHIM_TORCH=on", NULL};
+    cr_assert_eq(ao_config_load(&c, env3, err, sizeof err), -1);
+    cr_assert_str_eq(err, "aoshim: error: AOSHIM_TORCH='on': 'auto', '0' (off; also "
+                          "false/no/off) or a dotted attribute path of identifiers and integers "
+                          "(model.layers, stages.1.blocks)");
+
+    char *env4[] = {"AOSHIM_CONTROL_LOG=", NULL};
+    cr_assert_eq(ao_config_load(&c, env4, err, sizeof err), -1);
+    cr_assert_str_eq(err, "aoshim: error: AOSHIM_CONTROL_LOG='': a file name (%p: pid, %r: rank, "
+                          "%h: host)");
+}
+
+// The help text is what the verbose listing and the README show: it must say
+// what each AOSHIM_TORCH value does.
+Test(config, torch_help_documents_values)
+{
+    const char *name, *def, *help;
+    bool found = false;
+    for (size_t i = 0; ao_config_describe(i, &name, &def, &help); i++)
+        if (strcmp(name, "TORCH") == 0) {
+            found = true;
+            cr_expect_str_eq(def, "auto");
+            cr_expect_str_eq(help, "auto: find the model's repeated block list at the first "
+                                   "forward; 0: off; a dotted path (model.layers): that module "
+                                   "list");
+        }
+    cr_expect(found, "no AOSHIM_TORCH in the options table");
+}
+
 Test(config, load_defaults_and_errors)
 {
     ao_config_t c;

@@ -49,6 +49,11 @@ static const struct {
     {"AOSHIM_HOST_LIMIT", "lots"},    {"AOSHIM_HOST_LIMIT", "99999999999999T"},
     {"AOSHIM_VERBOSE", "3"},          {"AOSHIM_QUIET", "yess"},
     {"AOSHIM_MIN_BYTES", "1e6"},      {"AOSHIM_OFFLOAD_LAYERS", "0-2,x"},
+    {"AOSHIM_CONTROL_LOG", ""},       {"AOSHIM_TORCH", ""},
+    {"AOSHIM_TORCH", "1"},            {"AOSHIM_TORCH", "on"},
+    {"AOSHIM_TORCH", "model..layers"}, {"AOSHIM_TORCH", "0.blocks"},
+    {"AOSHIM_TORCH", "model.layers."}, {"AOSHIM_TORCH", "model/layers"},
+    {"AOSHIM_TORCH", "auto "},
 };
 
 Test(preload_env, bad_values_exit_2_with_one_line)
@@ -77,6 +82,14 @@ Test(preload_env, good_values_are_silent)
     cr_assert_eq(run_with("AOSHIM_OFLOAD_LAYERS", "4", out, sizeof out), 0);
     cr_assert_str_eq(out, "aoshim: warning: unknown variable AOSHIM_OFLOAD_LAYERS ignored; did you "
                           "mean AOSHIM_OFFLOAD_LAYERS?\n");
+    const char *torch[] = {"auto", "0", "off", "model.layers", "stages.1.blocks"};
+    for (size_t i = 0; i < sizeof torch / sizeof *torch; i++) {
+        cr_assert_eq(run_with("AOSHIM_TORCH", torch[i], out, sizeof out), 0, "%s", torch[i]);
+        cr_assert_str_eq(out, "", "AOSHIM_TORCH=%s", torch[i]);
+    }
+    // Opened at the first control call only: `true` makes none, so no file.
+    cr_assert_eq(run_with("AOSHIM_CONTROL_LOG", "/nonexistent/ctl.log", out, sizeof out), 0);
+    cr_assert_str_eq(out, "");
     cr_assert_eq(run_with("AOSHIM_VERBOSE", "1", out, sizeof out), 0);
     cr_assert(strstr(out, "aoshim: version 0.1.0") == out, "%s", out);
     cr_assert(strstr(out, "AOSHIM_PREFETCH=1 (default)") != NULL, "%s", out);

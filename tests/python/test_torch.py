@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: MIT
+# PyTorch with no code change: the control calls aoshim makes for an unmodified
+# training script (train.py) are exactly what the model's structure implies,
+# the losses are the same bits with and without the shim, and on the
+# simulated GPU the engine moves real device memory under those calls.
+import re
+
+import pytest
+
+from conftest import BUILD, baseline, train
+
+
+def expected(n, steps=2, accum=1, ckpt=False, first=0):
+    """The control log of `steps` steps of `accum` microbatches through n blocks."""
+    log = []
+    for _ in range(steps):
+        for mb in range(accum):
+            if mb:
+                log.append(f"set_microbatch -1 {mb}")
+            log += [f"layer_{w} {first + L} {mb}" for L in range(n) for w in ("begin", "end")]
+            for L in reversed(range(first, first + n)):
+                log.append(f"backward_begin {L} {mb}")
+                if ckpt:  # the recomputation, inside the block's backward
+                    log += [f"layer_begin {L} {mb}", f"layer_end {L} {mb}"]
+                log.append(f"backward_end {L} {mb}")
+        log.append("step_end -1 -1")
+    return log
+
+
+def losses(out):
+    return re.search(r"^losses (.*)$", out, re.M).group(1).split()
+
+
+def control_log(tmp_path, *args, env=None):
+    """Run train.py without and with the shim; the same losses; return the log lines."""
+    log = tmp_path / "ctl.log"
+    base = baseline(*args, **(env or {}))
+    shim = train(*args, shim=True, AOSHIM_CONTROL_LOG=log, **(env or {}))
+    assert losses(shim.stdout) == losses(base.stdout), "losses differ under the shim"
+    assert "Traceback" not in shim.stderr
+    return (log.read_text().splitlines() if log.exists() else []), shim
+
+
+PATTERNS = {
+    "gpt": (["--model", "gpt", "--layers", "4"], dict(n=4)),
+    "llama": (["--model", "llama", "--layers", "3"], dict(n=3)),
+    "sequential": (["--model", "seq", "--layers", "3"], dict(n=3)),
+    "two_lists": (["--model", "two", "--layers", "2"], dict(n=4)),
+    "ckpt_reentrant": (["--layers", "3", "--ckpt", "reentrant"], dict(n=3, ckpt=True)),
+    "ckpt_nonreentrant": (["--model", "llama", "--layers", "3", "--ckpt", "nonreentrant"],
+                          dict(n=3, ckpt=True)),
+    "accumulation": (["--layers", "3", "--accum", "4"], dict(n=3, accum=4)),
+    "accum_ckpt": (["--layers", "2", "--accum", "2", "--ckpt", "nonreentrant"],
+                   dict(n=2, accum=2, ckpt=True)),
+    "eval_between_steps": (["--layers", "3", "--eval"], dict(n=3)),
+}
+
+
+@pytest.mark.parametrize("name", PATTERNS)
+def test_control_sequence(tmp_path, name):
+    args, shape = PATTERNS[name]
+    log, _ = control_log(tmp_path, *args)
+    assert log == expected(**shape)
+
+
+def test_explicit_form(tmp_path):
+    # The program imports aoshim itself (installed, or here the build tree's copy).
+    env = dict(PYTHONPATH=BUILD / "src" / "python")
+    log, _ = control_log(tmp_path, "--layers", "3", "--explicit", env=env)
+    assert log == expected(3)
+    # Without the shim the calls do nothing, and that is said once.
+    base = baseline("--layers", "3", "--explicit", **env)
+    assert base.stderr.count("libaoshim.so is not loaded in this process") == 1, base.stderr
+
+
+def test_named_block_list(tmp_path):
+    log, _ = control_log(tmp_path, "--model", "llama", "--layers", "3",
+                         env=dict(AOSHIM_TORCH="model.layers"))
+    assert log == expected(3)
+
+
+def test_bad_block_path_says_so(tmp_path):
+    log, shim = control_log(tmp_path, "--model", "llama", env=dict(AOSHIM_TORCH="model.layerz"))
+    assert log == []
+    assert "AOSHIM_TORCH=model.layerz: no module list of that name in LlamaForCausalLM" in shim.stderr
+
+
+def test_off(tmp_path):
+    log, shim = control_log(tmp_path, env=dict(AOSHIM_TORCH="0"))
+    assert log == [] and "aoshim: torch" not in shim.stderr
+
+
+def test_no_blocks_says_so_once(tmp_path):
+    log, shim = control_log(tmp_path, "--model", "flat")
+    assert log == []
+    lines = [x for x in shim.stderr.splitlines() if "no repeated block list in Flat" in x]
+    assert len(lines) == 1, shim.stderr
+
+
+def test_found_is_printed_under_verbose(tmp_path):
+    _, shim = control_log(tmp_path, "--model", "gpt", "--layers", "3",
+                          env=dict(AOSHIM_VERBOSE="1"))
+    assert "aoshim: torch: offloading GPT.transformer.h: 3 x Block (3 layers," in shim.stderr
+
+
+# --- on the simulated GPU: each block also keeps device memory for its backward --------------
+SIM_PATTERNS = {
+    "gpt": ["--layers", "6"],
+    "llama": ["--model", "llama", "--layers", "6"],
+    "ckpt_reentrant": ["--layers", "6", "--ckpt", "reentrant"],
+    "ckpt_nonreentrant": ["--layers", "6", "--ckpt", "nonreentrant"],
+    "accumulation": ["--layers", "6", "--accum", "4"],
+}
+
+
+def summary(stderr, key):
+    m = re.search(r"^aoshim: " + key + r"\s+(.*)$", stderr, re.M)
+    assert m, f"no '{key}' in the summary:\n{stderr}"
+    return m.group(1)
+
+
+@pytest.mark.parametrize("name", SIM_PATTERNS)
+def test_sim_offloads_under_python_hooks(tmp_path, name):
+    args = ["--sim", "4", "--steps", "3", *SIM_PATTERNS[name]]
+    base = baseline(*args, sim=True)
+    shim = train(*args, sim=True, shim=True)  # the default policy: AOSHIM_OFFLOAD_LAYERS=all
+    assert losses(shim.stdout) == losses(base.stdout)
+    off, back = summary(shim.stderr, "offloaded / reloaded").split(" / ")
+    assert off == back and not off.startswith("0 B"), shim.stderr
+    offloads, reloads = re.match(r"(\d+) / (\d+)", summary(shim.stderr, "layer offloads / reloads")).groups()
+    assert int(offloads) > 0 and offloads == reloads
+    assert summary(shim.stderr, "late reloads") == "0"
+    assert re.match(r"torch \w+\.(transformer\.h|model\.layers): 6 x \w+ \(6 layers, ",
+                    summary(shim.stderr, "layers marked by"))
+    sim_line = re.search(r"^simgpu: .*$", shim.stderr, re.M).group(0)
+    assert " races=0 faults=0 " in sim_line, sim_line
+
+
+def test_keep_and_stats(tmp_path):
+    out = train("--sim", "4", "--layers", "4", "--keep", sim=True, shim=True).stdout
+    assert re.search(r"^keep -3$", out, re.M)  # logits live in host memory: not a device buffer
+    assert "stats ['kept_resident', 'late_reloads', 'offloaded_bytes', 'peak_device_bytes', " \
+           "'pinned_host_bytes', 'reload_wait_ns', 'reloaded_bytes', 'tracked_buffers']" in out
