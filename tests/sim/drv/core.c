@@ -75,12 +75,15 @@ void sim_set_last_race(const char *text)
 // A bad SIM_* value stops the program before it runs, like a bad AOSHIM_*
 // value: a test double that silently falls back to defaults would measure
 // something other than what the test asked for.
-__attribute__((noreturn)) static void cfg_die(const char *var, const char *val,
-                                              const char *accepted)
+void sim_cfg_die(const char *var, const char *val, const char *accepted)
 {
-    char buf[512];
-    int n = snprintf(buf, sizeof buf, "simgpu: error: %s='%s': %s\n", var, val, accepted);
-    if (n > (int)sizeof buf - 1) n = (int)sizeof buf - 1;
+    // Long enough for SIM_FAIL's list of calls; a longer line is cut, but
+    // still ends with its newline (tests read exactly one line).
+    char buf[4096];
+    int n = snprintf(buf, sizeof buf - 1, "simgpu: error: %s='%s': %s", var, val, accepted);
+    if (n < 0) n = 0;
+    if (n > (int)sizeof buf - 2) n = (int)sizeof buf - 2;
+    buf[n++] = '\n';
     ssize_t w = write(2, buf, (size_t)n);
     (void)w;
     _exit(2);
@@ -95,7 +98,7 @@ static uint64_t cfg_size(const char *var, uint64_t dflt)
     errno = 0;
     char *end;
     double x = strtod(v, &end);
-    if (end == v || errno || !(x > 0) || !isfinite(x)) cfg_die(var, v, accepted);
+    if (end == v || errno || !(x > 0) || !isfinite(x)) sim_cfg_die(var, v, accepted);
     double mul = 1;
     switch (*end) {
     case 'k':
@@ -125,9 +128,9 @@ static uint64_t cfg_size(const char *var, uint64_t dflt)
         end += strlen(end);
     else if (mul == 1 && strcmp(end, "B") == 0)
         end++;
-    if (*end) cfg_die(var, v, accepted);
+    if (*end) sim_cfg_die(var, v, accepted);
     double bytes = x * mul;
-    if (bytes < 1 || bytes > 1.8e19) cfg_die(var, v, accepted);
+    if (bytes < 1 || bytes > 1.8e19) sim_cfg_die(var, v, accepted);
     return (uint64_t)bytes;
 }
 
@@ -138,7 +141,8 @@ static double cfg_double(const char *var, double dflt)
     errno = 0;
     char *end;
     double x = strtod(v, &end);
-    if (end == v || *end || errno || !(x > 0) || !isfinite(x)) cfg_die(var, v, "a positive number");
+    if (end == v || *end || errno || !(x > 0) || !isfinite(x))
+        sim_cfg_die(var, v, "a positive number");
     return x;
 }
 
@@ -151,7 +155,7 @@ static bool cfg_bool(const char *var)
         if (strcasecmp(v, yes[i]) == 0) return true;
         if (strcasecmp(v, no[i]) == 0) return false;
     }
-    cfg_die(var, v, "1/0/true/false/yes/no/on/off");
+    sim_cfg_die(var, v, "1/0/true/false/yes/no/on/off");
 }
 
 // Figures: DESIGN.md "Facts that shape the design".
@@ -190,7 +194,7 @@ static void cfg_load(void)
         c.d2d_gbps = 800.0;
         c.tflops = 200.0;
     } else {
-        cfg_die("SIM_PROFILE", prof, "h100 or a100");
+        sim_cfg_die("SIM_PROFILE", prof, "h100 or a100");
     }
     c.capacity = cfg_size("SIM_CAPACITY", 80ull << 30);
     c.d2h_gbps = cfg_double("SIM_D2H_GBPS", c.d2h_gbps);
@@ -214,6 +218,7 @@ static void cfg_load(void)
     c.free_ns = 10000;
     c.pin_ns_per_byte = 0.4e9 / (double)(1ull << 30);
     sim_cfg = c;
+    sim_fail_load();
 }
 
 // --- exit line -----------------------------------------------------------------------------
@@ -222,20 +227,32 @@ static uint64_t elapsed_now(void)
     return sim_host_ns > sim_st.elapsed_ns ? sim_host_ns : sim_st.elapsed_ns;
 }
 
+// New keys go at the end: tests and scripts read the line by key, some by
+// its first keys in order.
 void sim_exit_line(void)
 {
-    if (!sim_initialized || sim_cfg.quiet) return;
-    sim_log("peak_device_bytes=%llu current_device_bytes=%llu races=%llu faults=%llu "
-            "elapsed_ns=%llu busy_compute_ns=%llu busy_d2h_ns=%llu busy_h2d_ns=%llu "
-            "launches=%llu pin_calls=%llu mem_create=%llu address_reserve=%llu set_access=%llu",
-            (unsigned long long)sim_mem_peak_bytes(), (unsigned long long)sim_mem_current_bytes(),
-            (unsigned long long)sim_st.races, (unsigned long long)sim_st.faults,
-            (unsigned long long)elapsed_now(), (unsigned long long)sim_st.busy_ns_compute,
-            (unsigned long long)sim_st.busy_ns_d2h, (unsigned long long)sim_st.busy_ns_h2d,
-            (unsigned long long)sim_st.launches, (unsigned long long)sim_st.pin_calls,
-            (unsigned long long)sim_st.mem_create_calls,
-            (unsigned long long)sim_st.address_reserve_calls,
-            (unsigned long long)sim_st.set_access_calls);
+    if (!sim_initialized) return;
+    if (!sim_cfg.quiet) {
+        uint64_t handles, mappings, pinned;
+        sim_mem_live(&handles, &mappings, &pinned);
+        sim_log("peak_device_bytes=%llu current_device_bytes=%llu races=%llu faults=%llu "
+                "elapsed_ns=%llu busy_compute_ns=%llu busy_d2h_ns=%llu busy_h2d_ns=%llu "
+                "launches=%llu pin_calls=%llu mem_create=%llu address_reserve=%llu "
+                "set_access=%llu live_handles=%llu live_mappings=%llu live_pinned_bytes=%llu",
+                (unsigned long long)sim_mem_peak_bytes(),
+                (unsigned long long)sim_mem_current_bytes(), (unsigned long long)sim_st.races,
+                (unsigned long long)sim_st.faults, (unsigned long long)elapsed_now(),
+                (unsigned long long)sim_st.busy_ns_compute, (unsigned long long)sim_st.busy_ns_d2h,
+                (unsigned long long)sim_st.busy_ns_h2d, (unsigned long long)sim_st.launches,
+                (unsigned long long)sim_st.pin_calls, (unsigned long long)sim_st.mem_create_calls,
+                (unsigned long long)sim_st.address_reserve_calls,
+                (unsigned long long)sim_st.set_access_calls, (unsigned long long)handles,
+                (unsigned long long)mappings, (unsigned long long)pinned);
+    }
+    // After the exit line, and even with SIM_QUIET=1: a test that asked for
+    // failures always learns which fired (SIM_QUIET silences the statistics,
+    // not what the test itself asked for).
+    sim_fail_report();
 }
 
 // A destructor rather than atexit so it also runs when the library is
@@ -400,6 +417,23 @@ static const struct {
     SIM_ERRORS(X)
 #undef X
 };
+
+bool sim_error_by_name(const char *name, CUresult *out)
+{
+    for (size_t i = 0; i < sizeof sim_errors / sizeof sim_errors[0]; i++)
+        if (strcmp(sim_errors[i].name, name) == 0) {
+            *out = sim_errors[i].code;
+            return true;
+        }
+    return false;
+}
+
+const char *sim_error_name(CUresult e)
+{
+    for (size_t i = 0; i < sizeof sim_errors / sizeof sim_errors[0]; i++)
+        if (sim_errors[i].code == e) return sim_errors[i].name;
+    return NULL;
+}
 
 // Valid before cuInit (real: they are pure table lookups); unknown codes give
 // CUDA_ERROR_INVALID_VALUE and *p = NULL, as documented in cuda.h.
@@ -895,6 +929,7 @@ SIM_EXPORT CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greates
 
 SIM_EXPORT CUresult cuCtxSynchronize(void)
 {
+    SIM_FAIL_POINT(cuCtxSynchronize);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     r = sim_ctx_check();
@@ -931,6 +966,7 @@ SIM_EXPORT CUresult simGetStats(sim_stats_t *out)
     sim_st.host_ns = sim_host_ns;
     *out = sim_st;
     out->elapsed_ns = elapsed_now();
+    sim_mem_live(&out->live_handles, &out->live_mappings, &out->live_pinned_bytes);
     SIM_RET(CUDA_SUCCESS);
 }
 

@@ -291,6 +291,7 @@ SIM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    unsigned int sharedMemBytes, CUstream hStream,
                                    void **kernelParams, void **extra)
 {
+    SIM_FAIL_POINT(cuLaunchKernel);
     unsigned g[3] = {gridDimX, gridDimY, gridDimZ}, b[3] = {blockDimX, blockDimY, blockDimZ};
     return launch(f, g, b, sharedMemBytes, hStream, false, kernelParams, extra);
 }
@@ -301,6 +302,7 @@ SIM_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
                                         unsigned int sharedMemBytes, CUstream hStream,
                                         void **kernelParams, void **extra)
 {
+    SIM_FAIL_POINT(cuLaunchKernel);
     unsigned g[3] = {gridDimX, gridDimY, gridDimZ}, b[3] = {blockDimX, blockDimY, blockDimZ};
     return launch(f, g, b, sharedMemBytes, hStream, true, kernelParams, extra);
 }
@@ -325,11 +327,13 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **kernelPa
 SIM_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
                                      void **kernelParams, void **extra)
 {
+    SIM_FAIL_POINT(cuLaunchKernelEx);
     return launch_ex(config, f, kernelParams, extra, false);
 }
 SIM_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
                                           void **kernelParams, void **extra)
 {
+    SIM_FAIL_POINT(cuLaunchKernelEx);
     return launch_ex(config, f, kernelParams, extra, true);
 }
 
@@ -445,79 +449,94 @@ out:
 #define U(x) ((uint64_t)(uintptr_t)(x))
 SIM_EXPORT CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
+    SIM_FAIL_POINT(cuMemcpyDtoH);
     return copy(U(dstHost), srcDevice, ByteCount, DIR_D2H, false, NULL, false, "cuMemcpyDtoH");
 }
 SIM_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
+    SIM_FAIL_POINT(cuMemcpyDtoH);
     return copy(U(dstHost), srcDevice, ByteCount, DIR_D2H, false, NULL, true, "cuMemcpyDtoH");
 }
 SIM_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
+    SIM_FAIL_POINT(cuMemcpyHtoD);
     return copy(dstDevice, U(srcHost), ByteCount, DIR_H2D, false, NULL, false, "cuMemcpyHtoD");
 }
 SIM_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost,
                                          size_t ByteCount)
 {
+    SIM_FAIL_POINT(cuMemcpyHtoD);
     return copy(dstDevice, U(srcHost), ByteCount, DIR_H2D, false, NULL, true, "cuMemcpyHtoD");
 }
 SIM_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
+    SIM_FAIL_POINT(cuMemcpyDtoD);
     return copy(dstDevice, srcDevice, ByteCount, DIR_D2D, false, NULL, false, "cuMemcpyDtoD");
 }
 SIM_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
                                          size_t ByteCount)
 {
+    SIM_FAIL_POINT(cuMemcpyDtoD);
     return copy(dstDevice, srcDevice, ByteCount, DIR_D2D, false, NULL, true, "cuMemcpyDtoD");
 }
 SIM_EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                          CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemcpyDtoHAsync);
     return copy(U(dstHost), srcDevice, ByteCount, DIR_D2H, true, hStream, false,
                 "cuMemcpyDtoHAsync");
 }
 SIM_EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice,
                                               size_t ByteCount, CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemcpyDtoHAsync);
     return copy(U(dstHost), srcDevice, ByteCount, DIR_D2H, true, hStream, true,
                 "cuMemcpyDtoHAsync");
 }
 SIM_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost,
                                          size_t ByteCount, CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemcpyHtoDAsync);
     return copy(dstDevice, U(srcHost), ByteCount, DIR_H2D, true, hStream, false,
                 "cuMemcpyHtoDAsync");
 }
 SIM_EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost,
                                               size_t ByteCount, CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemcpyHtoDAsync);
     return copy(dstDevice, U(srcHost), ByteCount, DIR_H2D, true, hStream, true,
                 "cuMemcpyHtoDAsync");
 }
 SIM_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
                                          size_t ByteCount, CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemcpyDtoDAsync);
     return copy(dstDevice, srcDevice, ByteCount, DIR_D2D, true, hStream, false,
                 "cuMemcpyDtoDAsync");
 }
 SIM_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
                                               size_t ByteCount, CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemcpyDtoDAsync);
     return copy(dstDevice, srcDevice, ByteCount, DIR_D2D, true, hStream, true, "cuMemcpyDtoDAsync");
 }
 #undef cuMemcpy
 #undef cuMemcpyAsync
 SIM_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
+    SIM_FAIL_POINT(cuMemcpy);
     return copy(dst, src, ByteCount, DIR_ANY, false, NULL, false, "cuMemcpy");
 }
 SIM_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
 SIM_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
+    SIM_FAIL_POINT(cuMemcpy);
     return copy(dst, src, ByteCount, DIR_ANY, false, NULL, true, "cuMemcpy");
 }
 SIM_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
                                   CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemcpyAsync);
     return copy(dst, src, ByteCount, DIR_ANY, true, hStream, false, "cuMemcpyAsync");
 }
 SIM_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
@@ -525,6 +544,7 @@ SIM_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t 
 SIM_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
                                        CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemcpyAsync);
     return copy(dst, src, ByteCount, DIR_ANY, true, hStream, true, "cuMemcpyAsync");
 }
 
@@ -588,37 +608,45 @@ out:
 
 SIM_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
+    SIM_FAIL_POINT(cuMemsetD8);
     return memset_op(dstDevice, uc, N, 1, false, NULL, false, "cuMemsetD8");
 }
 SIM_EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
+    SIM_FAIL_POINT(cuMemsetD8);
     return memset_op(dstDevice, uc, N, 1, false, NULL, true, "cuMemsetD8");
 }
 SIM_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
                                     CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemsetD8Async);
     return memset_op(dstDevice, uc, N, 1, true, hStream, false, "cuMemsetD8Async");
 }
 SIM_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
                                          CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemsetD8Async);
     return memset_op(dstDevice, uc, N, 1, true, hStream, true, "cuMemsetD8Async");
 }
 SIM_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
+    SIM_FAIL_POINT(cuMemsetD32);
     return memset_op(dstDevice, ui, N, 4, false, NULL, false, "cuMemsetD32");
 }
 SIM_EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
+    SIM_FAIL_POINT(cuMemsetD32);
     return memset_op(dstDevice, ui, N, 4, false, NULL, true, "cuMemsetD32");
 }
 SIM_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
                                      CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemsetD32Async);
     return memset_op(dstDevice, ui, N, 4, true, hStream, false, "cuMemsetD32Async");
 }
 SIM_EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
                                           CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemsetD32Async);
     return memset_op(dstDevice, ui, N, 4, true, hStream, true, "cuMemsetD32Async");
 }

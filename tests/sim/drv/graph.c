@@ -288,10 +288,12 @@ out:
 
 SIM_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
+    SIM_FAIL_POINT(cuGraphLaunch);
     return graph_launch(hGraphExec, hStream, false);
 }
 SIM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
+    SIM_FAIL_POINT(cuGraphLaunch);
     return graph_launch(hGraphExec, hStream, true);
 }
 

@@ -16,7 +16,8 @@
 //        stream.c (streams, events, virtual clock, capture),
 //        hb.c (happens-before checker), exec.c (launch, copies, memset,
 //        kernel registry, param info), proc.c (cuGetProcAddress table),
-//        graph.c (instantiate, launch = replay of captured nodes, destroy).
+//        graph.c (instantiate, launch = replay of captured nodes, destroy),
+//        fail.c (SIM_FAIL fault injection).
 #ifndef SIM_INTERNAL_H
 #define SIM_INTERNAL_H
 
@@ -67,8 +68,9 @@ CUcontext sim_primary_ctx(void);
 // The last race's description, kept in core.c so simLastRace works whatever
 // hb.c does: hb.c calls sim_set_last_race with the text it printed. Lock held.
 void sim_set_last_race(const char *text);
-// The exit line (peak, races, faults, times, counters) on stderr unless
-// SIM_QUIET; sim_fault and a SIM_RACE_FATAL exit call it before _exit,
+// The exit line (peak, races, faults, times, counters, live resources) on
+// stderr unless SIM_QUIET, then the injected-failure lines (sim_fail_report,
+// whatever SIM_QUIET says); sim_fault and a SIM_RACE_FATAL exit call it before _exit,
 // because _exit skips the destructor that prints it otherwise. Reads only
 // counters, never freed state.
 void sim_exit_line(void);
@@ -76,6 +78,104 @@ void sim_exit_line(void);
 // keeps sim_st.elapsed_ns = the latest end_ns of any enqueued op, and
 // sim_st.busy_ns_* / launches / copies up to date; core.c reports
 // elapsed = max(sim_host_ns, sim_st.elapsed_ns).
+
+// A bad SIM_* value: "simgpu: error: VAR='value': accepted" on stderr (one
+// line, whatever its length) and _exit(2). (core.c)
+__attribute__((noreturn)) void sim_cfg_die(const char *var, const char *val, const char *accepted);
+// CUresult by its cuda.h name ("CUDA_ERROR_OUT_OF_MEMORY"); false if unknown.
+bool sim_error_by_name(const char *name, CUresult *out);
+// cuda.h name of a code, or NULL for a code cuda.h does not define.
+const char *sim_error_name(CUresult e);
+
+// --- fault injection (fail.c) -------------------------------------------------------
+// X(call, default error): every entry point SIM_FAIL can fail, named as in
+// cuda.h without the _v2 suffix. The _ptsz/_ptds twins of an entry point count
+// as the same call (cuda.h names them alike under per-thread default streams).
+// Default error: the resource error the call documents in cuda.h when it
+// documents one (CUDA_ERROR_OUT_OF_MEMORY); otherwise the call allocates
+// nothing it could run out of, and the only failure cuda.h documents for it
+// beyond the caller's own mistakes is \notefnerr ("may also return error
+// codes from previous, asynchronous launches"): CUDA_ERROR_LAUNCH_FAILED, the
+// error a failed kernel leaves. Launches: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+// the documented error of a launch that did not happen (LAUNCH_FAILED is for
+// one that ran and failed, which would have side effects).
+// Adding a call: one line here and SIM_FAIL_POINT(call) atop its entry points.
+// clang-format off
+#define SIM_FAIL_CALLS(X)                                                        \
+    /* memory: each documents CUDA_ERROR_OUT_OF_MEMORY */                        \
+    X(cuMemAlloc, CUDA_ERROR_OUT_OF_MEMORY)                                      \
+    X(cuMemAllocAsync, CUDA_ERROR_OUT_OF_MEMORY)                                 \
+    X(cuMemAllocFromPoolAsync, CUDA_ERROR_OUT_OF_MEMORY)                         \
+    X(cuMemAllocHost, CUDA_ERROR_OUT_OF_MEMORY)                                  \
+    X(cuMemHostAlloc, CUDA_ERROR_OUT_OF_MEMORY)                                  \
+    X(cuMemHostRegister, CUDA_ERROR_OUT_OF_MEMORY)                               \
+    /* cuda.h lists OUT_OF_MEMORY for unregistering too (page tables) */         \
+    X(cuMemHostUnregister, CUDA_ERROR_OUT_OF_MEMORY)                             \
+    X(cuMemCreate, CUDA_ERROR_OUT_OF_MEMORY)                                     \
+    X(cuMemAddressReserve, CUDA_ERROR_OUT_OF_MEMORY)                             \
+    /* a mapping needs page tables: OUT_OF_MEMORY is in cuMemMap's list */       \
+    X(cuMemMap, CUDA_ERROR_OUT_OF_MEMORY)                                        \
+    X(cuEventCreate, CUDA_ERROR_OUT_OF_MEMORY)                                   \
+    X(cuStreamCreate, CUDA_ERROR_OUT_OF_MEMORY)                                  \
+    X(cuStreamCreateWithPriority, CUDA_ERROR_OUT_OF_MEMORY)                      \
+    /* no resource error documented: \notefnerr */                               \
+    X(cuMemSetAccess, CUDA_ERROR_LAUNCH_FAILED)                                  \
+    X(cuMemUnmap, CUDA_ERROR_LAUNCH_FAILED)                                      \
+    X(cuMemRelease, CUDA_ERROR_LAUNCH_FAILED)                                    \
+    X(cuMemFree, CUDA_ERROR_LAUNCH_FAILED)                                       \
+    X(cuMemFreeHost, CUDA_ERROR_LAUNCH_FAILED)                                   \
+    X(cuMemcpy, CUDA_ERROR_LAUNCH_FAILED)                                        \
+    X(cuMemcpyAsync, CUDA_ERROR_LAUNCH_FAILED)                                   \
+    X(cuMemcpyDtoH, CUDA_ERROR_LAUNCH_FAILED)                                    \
+    X(cuMemcpyHtoD, CUDA_ERROR_LAUNCH_FAILED)                                    \
+    X(cuMemcpyDtoD, CUDA_ERROR_LAUNCH_FAILED)                                    \
+    X(cuMemcpyDtoHAsync, CUDA_ERROR_LAUNCH_FAILED)                               \
+    X(cuMemcpyHtoDAsync, CUDA_ERROR_LAUNCH_FAILED)                               \
+    X(cuMemcpyDtoDAsync, CUDA_ERROR_LAUNCH_FAILED)                               \
+    X(cuMemsetD8, CUDA_ERROR_LAUNCH_FAILED)                                      \
+    X(cuMemsetD32, CUDA_ERROR_LAUNCH_FAILED)                                     \
+    X(cuMemsetD8Async, CUDA_ERROR_LAUNCH_FAILED)                                 \
+    X(cuMemsetD32Async, CUDA_ERROR_LAUNCH_FAILED)                                \
+    X(cuEventRecord, CUDA_ERROR_LAUNCH_FAILED)                                   \
+    X(cuEventRecordWithFlags, CUDA_ERROR_LAUNCH_FAILED)                          \
+    /* a real error, never CUDA_ERROR_NOT_READY (which is no failure) */         \
+    X(cuEventQuery, CUDA_ERROR_LAUNCH_FAILED)                                    \
+    X(cuEventSynchronize, CUDA_ERROR_LAUNCH_FAILED)                              \
+    X(cuStreamWaitEvent, CUDA_ERROR_LAUNCH_FAILED)                               \
+    X(cuStreamQuery, CUDA_ERROR_LAUNCH_FAILED)                                   \
+    X(cuStreamSynchronize, CUDA_ERROR_LAUNCH_FAILED)                             \
+    X(cuCtxSynchronize, CUDA_ERROR_LAUNCH_FAILED)                                \
+    X(cuGraphLaunch, CUDA_ERROR_LAUNCH_FAILED)                                   \
+    X(cuLaunchKernel, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)                        \
+    X(cuLaunchKernelEx, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+// clang-format on
+
+// clang-format off
+enum sim_fail_call_e {
+#define SIM_FAIL_ENUM(call, err) SIM_FAIL_##call,
+    SIM_FAIL_CALLS(SIM_FAIL_ENUM)
+#undef SIM_FAIL_ENUM
+    SIM_FAIL_NCALLS
+};
+// clang-format on
+
+// Parse SIM_FAIL (cuInit, lock held); a bad value exits 2.
+void sim_fail_load(void);
+// Count one call of an injectable entry point; the error to return when this
+// occurrence is to fail (CUDA_SUCCESS otherwise). Takes the lock: call it
+// first thing in the entry point, before sim_enter.
+CUresult sim_fail_check(int call);
+// Every entry point SIM_FAIL can fail starts with this line. An injected
+// failure returns before the call does anything: no state changes, outputs
+// untouched (cuda.h documents none written on failure).
+#define SIM_FAIL_POINT(call)                                                                       \
+    do {                                                                                           \
+        CUresult fi_ = sim_fail_check(SIM_FAIL_##call);                                            \
+        if (fi_ != CUDA_SUCCESS) return fi_;                                                       \
+    } while (0)
+// One "simgpu: injected <call>:<n> -> <error>" line per injected failure
+// (from sim_exit_line; reads plain arrays only, no lock).
+void sim_fail_report(void);
 
 // --- virtual host clock (core.c) -----------------------------------------------
 extern uint64_t sim_host_ns;
@@ -199,6 +299,10 @@ sim_memkind_t sim_mem_classify(uint64_t addr, uint64_t bytes);
 // buffer 0x..+4096, freed", "VMM range 0x..., unmapped", ...).
 void sim_mem_describe(uint64_t addr, char *buf, size_t len);
 uint64_t sim_mem_current_bytes(void);
+// What is still held now (exit line, simGetStats): cuMemCreate handles not
+// released, cuMemMap mappings not unmapped, pinned host bytes (cuMemHostAlloc
+// / cuMemAllocHost not freed, cuMemHostRegister not unregistered).
+void sim_mem_live(uint64_t *handles, uint64_t *mappings, uint64_t *pinned_bytes);
 uint64_t sim_mem_peak_bytes(void);
 void sim_mem_reset_peak(void);
 

@@ -267,6 +267,9 @@ static arena_t ar_alloc, ar_vmm, ar_phys;
 static int phys_fd = -1;
 static uint64_t cur_bytes, peak_bytes;
 static uint64_t next_id = 1;
+// Held now, for the leak figures (sim_mem_live): handles with references
+// left, mappings, pinned host bytes.
+static uint64_t live_handles, live_mappings, live_pinned;
 
 struct handle_s {
     uint64_t id;
@@ -321,6 +324,12 @@ uint64_t sim_mem_peak_bytes(void)
 void sim_mem_reset_peak(void)
 {
     peak_bytes = cur_bytes;
+}
+void sim_mem_live(uint64_t *handles, uint64_t *mappings, uint64_t *pinned_bytes)
+{
+    *handles = live_handles;
+    *mappings = live_mappings;
+    *pinned_bytes = live_pinned;
 }
 
 static bool cap_take(uint64_t n)
@@ -556,6 +565,7 @@ static CUresult alloc_plain(CUdeviceptr *dptr, size_t bytesize, int type, uint64
 // the capture invalidated, unless the capture mode allows them.
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
+    SIM_FAIL_POINT(cuMemAlloc);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     if ((r = sim_ctx_check())) SIM_RET(r);
@@ -586,6 +596,7 @@ static rec_t *find_alloc(uint64_t p)
 
 SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+    SIM_FAIL_POINT(cuMemFree);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     if ((r = sim_ctx_check())) SIM_RET(r);
@@ -700,11 +711,13 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptds)
 
 SIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemAllocAsync);
     return alloc_async(dptr, bytesize, hStream, false);
 }
 SIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 SIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemAllocAsync);
     return alloc_async(dptr, bytesize, hStream, true);
 }
 SIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -725,6 +738,7 @@ static bool pool_ok(CUmemoryPool p)
 SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                             CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemAllocFromPoolAsync);
     // Only the default pool exists; anything else is not a pool handle.
     if (!pool_ok(pool)) return CUDA_ERROR_INVALID_VALUE;
     return alloc_async(dptr, bytesize, hStream, false);
@@ -734,6 +748,7 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes
 SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                                  CUmemoryPool pool, CUstream hStream)
 {
+    SIM_FAIL_POINT(cuMemAllocFromPoolAsync);
     if (!pool_ok(pool)) return CUDA_ERROR_INVALID_VALUE;
     return alloc_async(dptr, bytesize, hStream, true);
 }
@@ -896,6 +911,7 @@ static void handle_maybe_free(handle_t *h)
 SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                 const CUmemAllocationProp *prop, unsigned long long flags)
 {
+    SIM_FAIL_POINT(cuMemCreate);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     if ((r = sim_ctx_check())) SIM_RET(r);
@@ -919,18 +935,21 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     handles = grow(handles, &caphandles, nhandles + 1, sizeof *handles);
     handles[nhandles++] = h;
     *h = (handle_t){.id = nhandles, .size = size, .off = off, .refs = 1};
+    live_handles++;
     *handle = h->id;
     SIM_RET(CUDA_SUCCESS);
 }
 
 SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
+    SIM_FAIL_POINT(cuMemRelease);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     handle_t *h = handle_get(handle);
     if (!h || h->refs <= 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     sim_host_advance(sim_cfg.release_ns);
     h->refs--;
+    if (h->refs == 0) live_handles--; // its memory may live on in mappings
     handle_maybe_free(h);
     SIM_RET(CUDA_SUCCESS);
 }
@@ -941,7 +960,8 @@ SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *ha
     if (r) SIM_RET(r);
     rec_t *rec = tab_find(&t_dev, (uint64_t)(uintptr_t)addr);
     if (!handle || !rec || rec->type != REC_MAP) SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    rec->h->refs++;
+    // A handle released while mapped is held again: the program owes a release.
+    if (rec->h->refs++ == 0) live_handles++;
     *handle = rec->h->id;
     SIM_RET(CUDA_SUCCESS);
 }
@@ -962,6 +982,7 @@ SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *
 SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
                                         CUdeviceptr addr, unsigned long long flags)
 {
+    SIM_FAIL_POINT(cuMemAddressReserve);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     if (!ptr || size == 0 || size % SIM_GRANULE || flags != 0 || (alignment & (alignment - 1)) != 0)
@@ -999,6 +1020,7 @@ SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                              CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
+    SIM_FAIL_POINT(cuMemMap);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     if ((r = sim_ctx_check())) SIM_RET(r);
@@ -1025,6 +1047,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         abort();
     }
     h->maps++;
+    live_mappings++;
     sim_st.map_calls++;
     sim_hb_forget(ptr, size);
     rec_t rec = {.addr = ptr, .size = size, .req = size, .id = next_id++, .type = REC_MAP, .h = h};
@@ -1054,6 +1077,7 @@ static bool cover_mappings(uint64_t ptr, uint64_t size, size_t *first, size_t *c
 SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                    size_t count)
 {
+    SIM_FAIL_POINT(cuMemSetAccess);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     if (!desc || count == 0 || size == 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
@@ -1098,6 +1122,7 @@ SIM_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocatio
 
 SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
+    SIM_FAIL_POINT(cuMemUnmap);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     if ((r = sim_capture_unsafe_call())) SIM_RET(r);
@@ -1118,6 +1143,7 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         tab_remove(&t_dev, &t_dev.v[first]);
         hist_push(&rec, "unmapped");
         rec.h->maps--;
+        live_mappings--;
         handle_maybe_free(rec.h);
     }
     SIM_RET(CUDA_SUCCESS);
@@ -1151,6 +1177,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned int Flags)
                    -1, 0);
     if (p == MAP_FAILED) SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
     pin_charge(span);
+    live_pinned += span;
     rec_t rec = {.addr = (uint64_t)(uintptr_t)p,
                  .size = span,
                  .req = bytesize,
@@ -1164,16 +1191,19 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned int Flags)
 
 SIM_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
+    SIM_FAIL_POINT(cuMemHostAlloc);
     return host_alloc(pp, bytesize, Flags);
 }
 
 SIM_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
+    SIM_FAIL_POINT(cuMemAllocHost);
     return host_alloc(pp, bytesize, 0);
 }
 
 SIM_EXPORT CUresult cuMemFreeHost(void *p)
 {
+    SIM_FAIL_POINT(cuMemFreeHost);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     if ((r = sim_ctx_check())) SIM_RET(r);
@@ -1186,6 +1216,7 @@ SIM_EXPORT CUresult cuMemFreeHost(void *p)
     sim_hb_host_access(rec->addr, rec->size, SIM_HB_FREE, "cuMemFreeHost");
     rec_t copy = *rec;
     tab_remove(&t_host, rec);
+    live_pinned -= copy.size;
     hist_push(&copy, "freed (cuMemFreeHost)");
     munmap(p, copy.size);
     SIM_RET(CUDA_SUCCESS);
@@ -1193,6 +1224,7 @@ SIM_EXPORT CUresult cuMemFreeHost(void *p)
 
 SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
+    SIM_FAIL_POINT(cuMemHostRegister);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     if ((r = sim_ctx_check())) SIM_RET(r);
@@ -1206,6 +1238,7 @@ SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int 
         SIM_RET(CUDA_ERROR_INVALID_VALUE); // device memory is not host memory
     if (tab_overlaps(&t_host, a, bytesize)) SIM_RET(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
     pin_charge(bytesize);
+    live_pinned += bytesize;
     rec_t rec = {.addr = a,
                  .size = bytesize,
                  .req = bytesize,
@@ -1218,6 +1251,7 @@ SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int 
 
 SIM_EXPORT CUresult cuMemHostUnregister(void *p)
 {
+    SIM_FAIL_POINT(cuMemHostUnregister);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     if ((r = sim_ctx_check())) SIM_RET(r);
@@ -1228,6 +1262,7 @@ SIM_EXPORT CUresult cuMemHostUnregister(void *p)
     sim_hb_host_access(rec->addr, rec->size, SIM_HB_FREE, "cuMemHostUnregister");
     rec_t copy = *rec;
     tab_remove(&t_host, rec);
+    live_pinned -= copy.size;
     hist_push(&copy, "unregistered");
     SIM_RET(CUDA_SUCCESS);
 }

@@ -614,6 +614,8 @@ static const proc_entry_t table[] = {
     {"simGetStats", 0, "simGetStats", NULL, 0},
     {"simResetStats", 0, "simResetStats", NULL, 0},
     {"simLastRace", 0, "simLastRace", NULL, 0},
+    {"simInjectedCount", 0, "simInjectedCount", NULL, 0},
+    {"simInjectedGet", 0, "simInjectedGet", NULL, 0},
 };
 #define NENT (sizeof table / sizeof table[0])
 

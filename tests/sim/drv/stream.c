@@ -318,11 +318,13 @@ out:
 
 SIM_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
+    SIM_FAIL_POINT(cuStreamCreate);
     return stream_create(phStream, Flags);
 }
 
 SIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
+    SIM_FAIL_POINT(cuStreamCreateWithPriority);
     (void)priority; // CUDA clamps out-of-range priorities; the sim has no priorities
     return stream_create(phStream, flags);
 }
@@ -387,10 +389,12 @@ static CUresult stream_sync(CUstream h, bool ptds)
 
 SIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
 {
+    SIM_FAIL_POINT(cuStreamSynchronize);
     return stream_sync(hStream, false);
 }
 SIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
+    SIM_FAIL_POINT(cuStreamSynchronize);
     return stream_sync(hStream, true);
 }
 
@@ -421,10 +425,12 @@ static CUresult stream_query(CUstream h, bool ptds)
 
 SIM_EXPORT CUresult cuStreamQuery(CUstream hStream)
 {
+    SIM_FAIL_POINT(cuStreamQuery);
     return stream_query(hStream, false);
 }
 SIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
 {
+    SIM_FAIL_POINT(cuStreamQuery);
     return stream_query(hStream, true);
 }
 
@@ -492,10 +498,12 @@ out:
 
 SIM_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
+    SIM_FAIL_POINT(cuStreamWaitEvent);
     return stream_wait_event(hStream, hEvent, Flags, false);
 }
 SIM_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
+    SIM_FAIL_POINT(cuStreamWaitEvent);
     return stream_wait_event(hStream, hEvent, Flags, true);
 }
 
@@ -677,6 +685,7 @@ static bool event_ok(CUevent e)
 
 SIM_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
+    SIM_FAIL_POINT(cuEventCreate);
     CUresult r = sim_enter();
     if (r != CUDA_SUCCESS) {
         sim_leave();
@@ -745,19 +754,23 @@ out:
 
 SIM_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 {
+    SIM_FAIL_POINT(cuEventRecord);
     return event_record(hEvent, hStream, 0, false);
 }
 SIM_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
 {
+    SIM_FAIL_POINT(cuEventRecord);
     return event_record(hEvent, hStream, 0, true);
 }
 SIM_EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
+    SIM_FAIL_POINT(cuEventRecordWithFlags);
     return event_record(hEvent, hStream, flags, false);
 }
 SIM_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream,
                                                 unsigned int flags)
 {
+    SIM_FAIL_POINT(cuEventRecordWithFlags);
     return event_record(hEvent, hStream, flags, true);
 }
 
@@ -775,6 +788,7 @@ static CUresult event_wait_check(CUevent e)
 
 SIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
 {
+    SIM_FAIL_POINT(cuEventQuery);
     CUresult r = sim_enter();
     if (r == CUDA_SUCCESS && (r = event_wait_check(hEvent)) == CUDA_SUCCESS && hEvent->recorded) {
         if (hEvent->time_ns > sim_host_ns)
@@ -789,6 +803,7 @@ SIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
 
 SIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
+    SIM_FAIL_POINT(cuEventSynchronize);
     CUresult r = sim_enter();
     if (r == CUDA_SUCCESS && (r = event_wait_check(hEvent)) == CUDA_SUCCESS && hEvent->recorded) {
         sim_host_wait_until(hEvent->time_ns);

@@ -20,6 +20,9 @@
 //   SIM_QUIET      1: no exit line on stderr
 //   SIM_RACE_FATAL 1: exit with SIM_EXIT_RACE at the first race
 //   SIM_D2H_GBPS, SIM_H2D_GBPS, SIM_TFLOPS: override the profile's figures
+//   SIM_FAIL       <call>:<n>[:<count>[:<error>]][,...]: the n-th call of that
+//                  driver entry point (and count-1 more) fails with that CUDA
+//                  error and does nothing else (tests/sim/README.md)
 #ifndef SIMGPU_H
 #define SIMGPU_H
 
@@ -92,6 +95,12 @@ typedef struct sim_stats_s {
     uint64_t set_access_calls;
     uint64_t map_calls, unmap_calls;
     uint64_t alloc_calls;          // cuMemAlloc + cuMemAllocAsync
+    // Held now (what a leak check at exit reads; not reset by simResetStats):
+    uint64_t live_handles;         // cuMemCreate handles with a release still owed
+    uint64_t live_mappings;        // cuMemMap mappings not unmapped
+    uint64_t live_pinned_bytes;    // cuMemHostAlloc/AllocHost not freed + cuMemHostRegister
+                                   // not unregistered (page-rounded allocations)
+    uint64_t injected;             // failures injected by SIM_FAIL (a counter)
 } sim_stats_t;
 
 // --- driver level (libcuda.so.1) ---
@@ -101,6 +110,13 @@ CUresult simGetStats(sim_stats_t *out);
 CUresult simResetStats(void);
 // Write the last race's description (empty when none) into buf.
 CUresult simLastRace(char *buf, size_t len);
+// Failures SIM_FAIL injected since cuInit (never reset), in the order they
+// happened: how many, and the i-th (0-based; the first 4096 are kept): the
+// call as cuda.h names it without _v2 ("cuMemcpyHtoDAsync"), which call of
+// it failed (1-based, as in SIM_FAIL) and the error it returned.
+// CUDA_ERROR_INVALID_VALUE past the end.
+CUresult simInjectedCount(uint64_t *count);
+CUresult simInjectedGet(uint64_t i, const char **call, uint64_t *n, CUresult *error);
 
 // --- runtime level (libcudart.so.13) ---
 // Associates host symbol hostFun with a kernel, as __cudaRegisterFunction

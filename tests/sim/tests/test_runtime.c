@@ -330,6 +330,37 @@ Test(runtime, out_of_memory)
     cr_assert_geq(st.peak_device_bytes, 48u << 20);
 }
 
+// SIM_FAIL counts the driver entry points the runtime calls (through
+// cuGetProcAddress) like the program's own, and the runtime turns the
+// injected driver error into its own code, as for any driver failure.
+Test(runtime, injected_driver_failures)
+{
+    setenv("SIM_FAIL", "cuMemAlloc:2,cuLaunchKernel:1,cuMemAllocHost:1,cuEventRecord:1", 1);
+    register_add_one(1000);
+    uint8_t *a = NULL, *b = (uint8_t *)0x1234;
+    cr_assert_eq(cudaMalloc((void **)&a, 4096), cudaSuccess);
+    cr_assert_eq(cudaMalloc((void **)&b, 4096), cudaErrorMemoryAllocation);
+    cr_assert_eq(b, (uint8_t *)0x1234, "output untouched");
+    cr_assert_eq(cudaGetLastError(), cudaErrorMemoryAllocation);
+    cr_assert_eq(cudaMemset(a, 1, 4096), cudaSuccess);
+    cr_assert_eq(launch_add_one(a, 4096, NULL, false), cudaErrorLaunchOutOfResources);
+    cr_assert_eq(launch_add_one(a, 4096, NULL, true), cudaSuccess, "the _ptsz twin: call 2");
+    uint8_t out[4096];
+    cr_assert_eq(cudaMemcpy(out, a, sizeof out, cudaMemcpyDeviceToHost), cudaSuccess);
+    cr_assert_eq(out[0], 2, "one launch ran");
+    void *h = NULL;
+    cr_assert_eq(cudaMallocHost(&h, 4096), cudaErrorMemoryAllocation); // cuMemAllocHost
+    cr_assert_eq(cudaHostAlloc(&h, 4096, 0), cudaSuccess);             // cuMemHostAlloc
+    cudaEvent_t e;
+    cr_assert_eq(cudaEventCreate(&e), cudaSuccess);
+    cr_assert_eq(cudaEventRecord(e, NULL), cudaErrorLaunchFailure);
+    sim_stats_t st;
+    cr_assert_eq(simrtGetStats(&st), cudaSuccess);
+    cr_assert_eq(st.injected, 4);
+    cr_assert_eq(st.launches, 1);
+    cr_assert_eq(st.live_pinned_bytes, 4096);
+}
+
 // --- launches ------------------------------------------------------------------------------------
 Test(runtime, register_and_launch)
 {
