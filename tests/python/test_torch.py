@@ -141,3 +141,16 @@ def test_keep_and_stats(tmp_path):
     assert re.search(r"^keep -3$", out, re.M)  # logits live in host memory: not a device buffer
     assert "stats ['kept_resident', 'late_reloads', 'offloaded_bytes', 'peak_device_bytes', " \
            "'pinned_host_bytes', 'reload_wait_ns', 'reloaded_bytes', 'tracked_buffers']" in out
+
+
+# --- torch.compile: blocks compiled one by one keep their boundaries; a whole-model
+# compile hides the blocks inside compiled code, and aoshim says so once ------------------------
+def test_compile_blocks_keep_boundaries(tmp_path):
+    log, _ = control_log(tmp_path, "--layers", "3", "--compile", "blocks")
+    assert log == expected(3)
+
+
+def test_compile_model_is_left_alone(tmp_path):
+    log, shim = control_log(tmp_path, "--layers", "3", "--compile", "model")
+    assert log == []
+    assert shim.stderr.count("aoshim does not offload compiled blocks") == 1, shim.stderr

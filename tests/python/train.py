@@ -23,6 +23,8 @@ p.add_argument("--ckpt", default="none", choices=["none", "reentrant", "nonreent
 p.add_argument("--eval", action="store_true", help="an evaluation pass (no_grad) after each step")
 p.add_argument("--explicit", action="store_true", help="call aoshim.torch.offload(blocks)")
 p.add_argument("--keep", action="store_true", help="aoshim.keep() one tensor, print aoshim.stats()")
+p.add_argument("--compile", default="none", choices=["none", "blocks", "model"],
+               help="torch.compile each block, or the whole model")
 p.add_argument("--sim", type=int, default=0, metavar="MIB",
                help="each block keeps MIB MiB of device memory for its backward (simulated GPU)")
 args = p.parse_args()
@@ -217,6 +219,11 @@ class SeqModel(nn.Module):  # the blocks in an nn.Sequential
 
 model = {"gpt": GPT, "llama": LlamaForCausalLM, "two": TwoLists, "flat": Flat,
          "seq": SeqModel}[args.model](args.layers)
+if args.compile == "blocks":
+    for i, b in enumerate(model.transformer.h):
+        model.transformer.h[i] = torch.compile(b)
+elif args.compile == "model":
+    model = torch.compile(model)
 if args.explicit:
     import aoshim.torch
     aoshim.torch.offload(model.transformer.h)
