@@ -91,14 +91,14 @@ typedef struct ao_learn_s {
 
 struct ao_scope_s {
     int layer, mb;
-    bool recompute, ended, offload_deferred, release_recorded;
+    bool recompute, ended, release_recorded;
+    bool offload_pending; // ended forward layer: copied out at its release point
     ao_state_t state;
     CUstream stream;  // the compute stream at layer_begin
     pthread_t thread; // the thread that began the layer
     ao_chunk_t *chunks;
-    CUevent ev_end;         // compute stream, layer_end
     CUevent ev_copied;      // offload stream, after the copies
-    CUevent ev_release;     // compute stream, end of the next layer
+    CUevent ev_release;     // compute stream, end of the next layer: the copies start there
     CUevent ev_reloaded;    // reload stream, after the copies
     ao_learn_t rec;         // this scope's allocations, learned at layer_end
     const ao_learn_t *plan; // last step's record of this layer, if any
@@ -194,15 +194,36 @@ static void event_put(CUevent e, bool timing)
         ao_real.cuEventDestroy_v2(e);
 }
 
-// A fresh event recorded on s; NULL if that failed.
+// A fresh event recorded on s. When no event can be created or recorded,
+// the host waits for s instead and NULL is returned: NULL always means
+// "complete", and is never a guess (treating a missing event as complete
+// released memory that kernels still used).
 static CUevent record(CUstream s, bool timing)
 {
     CUevent e = event_get(timing);
-    if (e && ao_real.cuEventRecord(e, s) != CUDA_SUCCESS) {
-        event_put(e, timing);
-        e = NULL;
-    }
-    return e;
+    if (e && ao_real.cuEventRecord(e, s) == CUDA_SUCCESS) return e;
+    event_put(e, timing);
+    WARN_ONCE("recording a CUDA event failed: the host waits for the stream instead");
+    ao_real.cuStreamSynchronize(s);
+    return NULL;
+}
+
+// Record again an event that others may already wait on (a later point of
+// the same stream covers the earlier one); on failure, as record().
+static void rerecord(CUevent e, CUstream s)
+{
+    if (ao_real.cuEventRecord(e, s) == CUDA_SUCCESS) return;
+    WARN_ONCE("recording a CUDA event failed: the host waits for the stream instead");
+    ao_real.cuStreamSynchronize(s);
+}
+
+// Stream s waits on the GPU for e; if the driver refuses, the host waits for
+// e before anything more is enqueued on s.
+static void gpu_wait(CUstream s, CUevent e)
+{
+    if (!e || ao_real.cuStreamWaitEvent(s, e, 0) == CUDA_SUCCESS) return;
+    WARN_ONCE("cuStreamWaitEvent failed: the host waits for the event instead");
+    ao_real.cuEventSynchronize(e);
 }
 
 // Complete as far as the host can tell. An error other than "not ready"
@@ -521,7 +542,6 @@ static void scope_destroy(ao_scope_t *s)
             *pp = s->next;
             break;
         }
-    event_put(s->ev_end, false);
     event_put(s->ev_release, false);
     event_put(s->ev_copied, false);
     event_put(s->ev_reloaded, false);
@@ -739,7 +759,7 @@ static void free_event(ao_chunk_t *c, CUstream s)
     // that saw them complete).
     for (int i = 0; i < c->nfree_ev; i++)
         if (c->free_ev_stream[i] == s) {
-            ao_real.cuEventRecord(c->free_ev[i], s);
+            rerecord(c->free_ev[i], s);
             return;
         }
     if (c->nfree_ev == AO_MAX_FREE_EVENTS) { // more streams than slots: wait for the oldest
@@ -871,6 +891,8 @@ static bool offload_prepare(ao_chunk_t *c)
     return true;
 }
 
+static void cancel_chunk(ao_chunk_t *c);
+
 // Queue a prepared chunk's copies on the offload stream.
 static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
 {
@@ -881,14 +903,13 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
             // The chunk must stay: the copies queued before this one still
             // run, and their slots are freed once the offload stream is past.
             WARN_ONCE("offload copy failed: the layer stays on the device");
-            defer_host_slots(c);
+            cancel_chunk(c);
             return 0;
         }
         bytes += b->size;
         (*buffers)++;
         ao_stat_add(AO_STAT_OFFLOADED_BUFFERS, 1);
     }
-    chunk_set(c, AO_OFFLOADING);
     return bytes;
 }
 
@@ -904,18 +925,41 @@ static bool layer_selected(int layer)
            layer <= E.nlayers - 3 - (int)ao_config.prefetch;
 }
 
+// Copy a layer out at its release point: every kernel that reads its
+// outputs in this forward pass has been enqueued (the next layer has ended),
+// and so has every write the program made to them since its layer_end (a
+// fused residual update of the previous layer's output, an in-place set):
+// the copies start after all of it, on the GPU, whatever the stream. From
+// here on any use is the engine's business (the scan sees the chunk away
+// and cancels the offload, keeping the device copy), so no write can be
+// lost. The cost: a layer's copy starts one layer later than its end.
 static void offload(ao_scope_t *s)
 {
-    s->offload_deferred = false;
-    if (!layer_selected(s->layer) || !s->ev_end) return;
-    if (ao_real.cuStreamWaitEvent(E.d2h, s->ev_end, 0) != CUDA_SUCCESS) return;
+    s->offload_pending = false;
+    if (!layer_selected(s->layer)) return;
     bool any = false;
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
         any |= c->prepared = offload_prepare(c);
     if (!any) return;
+    event_put(s->ev_release, false);
+    s->ev_release = record(s->stream, false);
+    s->release_recorded = true;
+    // Mark the chunks away, let every launch checked before that enqueue,
+    // then take a point on every stream: the copies and the release wait for
+    // all of them.
+    for (ao_chunk_t *c = s->chunks; c; c = c->next)
+        if (c->prepared) chunk_set(c, AO_OFFLOADING);
+    ao_scan_quiesce();
+    gpu_wait(E.d2h, s->ev_release);
+    for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+        if (!c->prepared) continue;
+        for (int i = 0; i < E.nstreams; i++)
+            if (E.streams[i] != s->stream) free_event(c, E.streams[i]);
+        for (int i = 0; i < c->nfree_ev; i++) gpu_wait(E.d2h, c->free_ev[i]);
+    }
     // Host slots freed after a reload may be refilled now: the copies out
     // follow the copies back on the GPU, whichever host thread freed them.
-    if (E.last_reload) ao_real.cuStreamWaitEvent(E.d2h, E.last_reload, 0);
+    gpu_wait(E.d2h, E.last_reload);
     CUevent t0 = record(E.d2h, true);
     uint64_t bytes = 0;
     unsigned buffers = 0;
@@ -933,26 +977,17 @@ static void offload(ao_scope_t *s)
     s->state = AO_OFFLOADING;
 }
 
-// The release point of a microbatch's scopes still being copied: every
-// kernel that reads their outputs in this forward pass has been enqueued.
+// The release point of a microbatch's ended forward layers (but except):
+// their copies out start now. At backward_begin (except NULL) nothing is
+// copied: those layers are needed at once.
 static void release_point(int mb, const ao_scope_t *except)
 {
     for (ao_scope_t *s = E.scopes; s; s = s->next)
-        if (s->mb == mb && s != except && s->state == AO_OFFLOADING && !s->release_recorded) {
-            s->ev_release = record(s->stream, false);
-            s->release_recorded = s->ev_release != NULL;
-            if (!s->release_recorded) continue;
-            // From here on, a use is outside the schedule: the scan must see
-            // it. Launches checked before, on any stream, are waited for:
-            // every checking thread has enqueued, then each stream gets an
-            // event the release waits for.
-            for (ao_chunk_t *c = s->chunks; c; c = c->next)
-                if (c->state == AO_OFFLOADING) chunk_set(c, AO_OFFLOADING);
-            ao_scan_quiesce();
-            for (ao_chunk_t *c = s->chunks; c; c = c->next)
-                if (c->state == AO_OFFLOADING)
-                    for (int i = 0; i < E.nstreams; i++)
-                        if (E.streams[i] != s->stream) free_event(c, E.streams[i]);
+        if (s->mb == mb && s != except && s->offload_pending) {
+            if (except)
+                offload(s);
+            else
+                s->offload_pending = false;
         }
 }
 
@@ -964,6 +999,10 @@ static void cancel_chunk(ao_chunk_t *c)
     c->ev_copy = record(E.d2h, false);
     defer_host_slots(c);
     c->safe_stream = NULL;
+    // The copies still read it: every stream that uses it from now on waits
+    // for them first (on the GPU, once), as after a reload. A kernel that
+    // writes it must not run under a copy still reading.
+    c->reloaded = true;
     chunk_set(c, AO_RESIDENT);
     ao_stat_add(AO_STAT_OFFLOADS_CANCELLED, 1);
 }
@@ -1021,7 +1060,7 @@ static int reload(ao_scope_t *s, bool missed)
     if (t0) {
         event_put(s->ev_reloaded, false);
         s->ev_reloaded = record(E.h2d, false);
-        if (E.last_reload) ao_real.cuEventRecord(E.last_reload, E.h2d);
+        if (E.last_reload) rerecord(E.last_reload, E.h2d);
         timed_add(t0, record(E.h2d, true), AO_REC_H2D, s->layer, s->mb, bytes);
         ao_rec_reload(s->layer, s->mb, buffers, bytes, missed);
         s->state = AO_RELOADING;
@@ -1103,10 +1142,6 @@ int ao_engine_layer_begin(int layer)
     E.scopes = s;
     if (s->recompute) return leave(0); // recomputed in backward: never offloaded
     E.fwd_ran[E.mb][layer / 64] |= 1ull << (layer % 64);
-    // A deferred offload of this microbatch's previous layer can go now:
-    // that layer was not the last.
-    for (ao_scope_t *p = s->next; p; p = p->next)
-        if (p->mb == E.mb && p->offload_deferred) offload(p);
     if (layer > E.max_fwd_layer) E.max_fwd_layer = layer;
     // Plan from what this layer did last step; in the first step, from the
     // layer before (transformer layers repeat). A plan that does not match
@@ -1158,13 +1193,9 @@ int ao_engine_layer_end(int layer)
     memset(&s->rec, 0, sizeof s->rec);
     s->plan = NULL;
     // This layer's kernels have read the previous layers' outputs: their
-    // release point.
+    // release point, where their copies out start. This one waits for its own.
     release_point(s->mb, s);
-    s->ev_end = record(s->stream, false);
-    if (E.nlayers == 0)
-        s->offload_deferred = true; // is it the last layer? not known yet
-    else
-        offload(s);
+    s->offload_pending = true;
     return leave(0);
 }
 
@@ -1182,9 +1213,6 @@ int ao_engine_backward_begin(int layer)
         }
         E.phase[mb] = PHASE_BACKWARD;
         if (E.max_fwd_layer + 1 > E.nlayers) E.nlayers = E.max_fwd_layer + 1;
-        // The scope still waiting for a successor was the last layer: it stays.
-        for (ao_scope_t *s = E.scopes; s; s = s->next)
-            if (s->mb == mb) s->offload_deferred = false;
     }
     if (E.bwd_open[mb]) {
         WARN_ONCE("aoshim_backward_begin(%d) while backward of layer %d is open", layer,
@@ -1252,7 +1280,7 @@ int ao_engine_step_end(void)
         if (E.fwd_ran[i]) memset(E.fwd_ran[i], 0, AO_MAX_LAYERS / 8);
     }
     for (ao_scope_t *s = E.scopes; s; s = s->next) {
-        s->offload_deferred = false;
+        s->offload_pending = false;
         s->ended = true;
     }
     E.mb = 0;
@@ -1350,9 +1378,11 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
         reload(sc, false);
         late = true;
     }
-    if (c->state == AO_RESIDENT && c->reloaded && c->safe_stream != s && sc->ev_reloaded) {
-        // Came back earlier: this stream orders itself after that on the GPU.
-        ao_real.cuStreamWaitEvent(s, sc->ev_reloaded, 0);
+    if (c->state == AO_RESIDENT && c->reloaded && c->safe_stream != s) {
+        // Came back earlier, or its copy out was cancelled: this stream
+        // orders itself after the copies on the GPU.
+        gpu_wait(s, sc->ev_reloaded);
+        gpu_wait(s, c->ev_copy);
         if (!c->safe_stream) {
             c->safe_stream = s;
             chunk_set(c, AO_RESIDENT);

@@ -3,12 +3,12 @@
 // the deferred releases.
 //
 // A scope is one forward layer of one microbatch, (layer, mb). Allocations
-// made while a forward scope is open are its buffers. At layer_end the
-// scope's buffers are copied to pinned host memory on the offload stream;
-// their device memory is released once the copy has completed and the
-// release point (the end of the next forward layer, whose kernels read this
-// layer's output) has been passed, both known from events the host polls,
-// never by blocking the host or the compute stream. At backward_begin(L+d)
+// made while a forward scope is open are its buffers. At the scope's release
+// point (the end of the next forward layer, whose kernels read this layer's
+// output) its buffers are copied to pinned host memory on the offload
+// stream, after every write the program made to them until then; their
+// device memory is released once the copy has completed, known from events
+// the host polls, never by blocking the host or the compute stream. At backward_begin(L+d)
 // scope L is mapped again at the same addresses and copied back on the
 // reload stream; at backward_begin(L) the compute stream waits on the GPU.
 //
