@@ -226,11 +226,19 @@ static void gpu_wait(CUstream s, CUevent e)
     ao_real.cuEventSynchronize(e);
 }
 
-// Complete as far as the host can tell. An error other than "not ready"
-// (a context torn down) counts as complete: nothing can still run.
+// Complete as far as the host can tell. A query that fails (rather than
+// answering "not ready") is no answer: the host waits for the event, and
+// only if that fails too (a context torn down, where nothing can still run)
+// does it count as complete.
 static bool done(CUevent e)
 {
-    return !e || ao_real.cuEventQuery(e) != CUDA_ERROR_NOT_READY;
+    if (!e) return true;
+    CUresult r = ao_real.cuEventQuery(e);
+    if (r == CUDA_SUCCESS) return true;
+    if (r == CUDA_ERROR_NOT_READY) return false;
+    WARN_ONCE("cuEventQuery failed (CUDA error %d): the host waits for the event instead", (int)r);
+    ao_real.cuEventSynchronize(e);
+    return true;
 }
 
 static uint64_t elapsed_ns(CUevent a, CUevent b)
@@ -1035,24 +1043,40 @@ static int reload(ao_scope_t *s, bool missed)
             // The copy back reads host slots the copy out wrote, and writes
             // memory the last uses before the release read: ordered on the
             // GPU too, whichever host thread saw those complete.
-            if (s->ev_copied) ao_real.cuStreamWaitEvent(E.h2d, s->ev_copied, 0);
-            if (s->ev_release) ao_real.cuStreamWaitEvent(E.h2d, s->ev_release, 0);
+            gpu_wait(E.h2d, s->ev_copied);
+            gpu_wait(E.h2d, s->ev_release);
             t0 = record(E.h2d, true);
         }
-        for (int i = 0; i < c->nfree_ev; i++) ao_real.cuStreamWaitEvent(E.h2d, c->free_ev[i], 0);
-        ao_rec_memory(s->layer, (int64_t)c->size, -(int64_t)c->size);
-        for (ao_buffer_t *b = c->buffers; b; b = b->next) {
+        for (int i = 0; i < c->nfree_ev; i++) gpu_wait(E.h2d, c->free_ev[i]);
+        uint64_t cbytes = 0;
+        unsigned cbuffers = 0;
+        CUresult cr = CUDA_SUCCESS;
+        for (ao_buffer_t *b = c->buffers; b && cr == CUDA_SUCCESS; b = b->next) {
             if (b->freed || !b->host) continue;
-            if (ao_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, E.h2d) != CUDA_SUCCESS) {
-                ao_log(AO_LOG_ERROR, "reload copy failed for layer %d (microbatch %d)", s->layer,
-                       s->mb);
-                rc = AOSHIM_ESTATE;
-                continue;
-            }
-            bytes += b->size;
-            buffers++;
-            ao_rec_site(b->site, (int64_t)b->size, 0);
+            cr = ao_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, E.h2d);
+            if (cr != CUDA_SUCCESS) // once more: the failure may have been passing
+                cr = ao_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, E.h2d);
+            cbytes += b->size;
+            cbuffers++;
         }
+        if (cr != CUDA_SUCCESS) {
+            // Never a resident chunk with wrong bytes: the copies already
+            // queued into it finish, it is unmapped again, and its data
+            // stays in host memory, to be reloaded when it is next used.
+            WARN_ONCE("reload copy failed (CUDA error %d) for layer %d (microbatch %d): its data "
+                      "stays in host memory and is reloaded when next used",
+                      (int)cr, s->layer, s->mb);
+            ao_real.cuStreamSynchronize(E.h2d);
+            chunk_unmap(c);
+            chunk_set(c, AO_OFFLOADED);
+            rc = AOSHIM_ESTATE;
+            continue;
+        }
+        ao_rec_memory(s->layer, (int64_t)c->size, -(int64_t)c->size);
+        for (ao_buffer_t *b = c->buffers; b; b = b->next)
+            if (!b->freed && b->host) ao_rec_site(b->site, (int64_t)b->size, 0);
+        bytes += cbytes;
+        buffers += cbuffers;
         c->safe_stream = NULL;
         c->reloaded = true;
         chunk_set(c, AO_RELOADING);

@@ -140,8 +140,18 @@ static void parse_spec(char *spec)
     specs[nspecs++] = s;
 }
 
+// SIM_COUNT_CALLS=1: count the injectable calls and list them at exit, so a
+// test can choose which occurrences to fail (the first, a middle, the last).
+static bool count_calls;
+
 void sim_fail_load(void)
 {
+    const char *c = getenv("SIM_COUNT_CALLS");
+    if (c && *c && strcmp(c, "0") != 0) {
+        if (strcmp(c, "1") != 0) sim_cfg_die("SIM_COUNT_CALLS", c, "0 or 1");
+        count_calls = true;
+        atomic_store_explicit(&armed, true, memory_order_release);
+    }
     const char *v = getenv("SIM_FAIL");
     if (!v || !*v) return;
     env_value = v;
@@ -183,6 +193,15 @@ CUresult sim_fail_check(int call)
 
 void sim_fail_report(void)
 {
+    if (count_calls) {
+        char line[4096];
+        int n = snprintf(line, sizeof line, "calls");
+        for (int i = 0; i < SIM_FAIL_NCALLS && n > 0 && (size_t)n < sizeof line; i++)
+            if (counts[i])
+                n += snprintf(line + n, sizeof line - (size_t)n, " %s=%llu", calls[i].name,
+                              (unsigned long long)counts[i]);
+        sim_log("%s", line);
+    }
     if (!nspecs) return;
     uint64_t shown = nfired < MAX_LOG ? nfired : MAX_LOG;
     for (uint64_t i = 0; i < shown; i++) {

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: MIT
+// The fault matrix: every injectable driver call (SIM_FAIL) failed at its
+// first, a middle and its last occurrence in a run with offloading, under
+// aoshim. Each cell must end in one of two ways:
+//
+//   same   the run completes with the bytes of a run without aoshim
+//   error  the program sees a CUDA error code (its own check reports it)
+//
+// and never "wrong": a different checksum, a fault on unmapped memory
+// (exit 86), a race, a crash, or a hang (60 s). Two workloads: train_step
+// (3 steps, one thread) and stress_threads (a training loop against three
+// other threads). The matrix is printed; the README carries it.
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "e2e_run.h"
+
+#define TRAIN_ARGS "--layers 6 --hidden 256 --seq 256 --steps 3"
+
+typedef enum { SAME, ERROR, WRONG } outcome_t;
+static const char *const outcome_name[] = {"same", "error", "WRONG"};
+
+typedef struct workload_s {
+    const char *name;
+    const char *prog_var; // harness variable with the program's path
+    const char *args;
+    const char *const *env;
+} workload_t;
+
+static const char *const train_env[] = {NULL};
+static const char *const stress_env[] = {"AOSHIM_OFFLOAD_LAYERS=4", NULL};
+
+static void run(const workload_t *w, const char *fail, e2e_result_t *r)
+{
+    const char *env[16];
+    int n = 0;
+    for (const char *const *e = w->env; *e; e++) env[n++] = *e;
+    env[n++] = "SIM_QUIET=0";
+    env[n++] = "AOSHIM_QUIET=1";
+    char spec[128];
+    if (fail) {
+        snprintf(spec, sizeof spec, "SIM_FAIL=%s", fail);
+        env[n++] = spec;
+    } else {
+        env[n++] = "SIM_COUNT_CALLS=1";
+    }
+    env[n] = NULL;
+    const char *argv[32];
+    int a = 0;
+    argv[a++] = "/usr/bin/timeout"; // coreutils: a hang ends as exit 124
+    argv[a++] = "60";
+    argv[a++] = e2e_path(w->prog_var);
+    char *copy = strdup(w->args);
+    for (char *save = NULL, *t = strtok_r(copy, " ", &save); t && a < 31;
+         t = strtok_r(NULL, " ", &save))
+        argv[a++] = t;
+    argv[a] = NULL;
+    e2e_run(r, true, env, argv);
+    free(copy);
+}
+
+// What the program reported as its result: the checksum (train_step) or
+// the stress line's verdict.
+static const char *result_of(const workload_t *w, const e2e_result_t *r, char *buf, size_t n)
+{
+    if (!strcmp(w->name, "train_step")) return r->have_line ? r->checksum : "";
+    const char *s = strstr(r->out, "stress ok=");
+    snprintf(buf, n, "%.12s", s ? s : "");
+    return buf;
+}
+
+static outcome_t classify(const workload_t *w, const e2e_result_t *r, const char *want,
+                          const char **why)
+{
+    char buf[64];
+    uint64_t races = 0, faults = 0;
+    e2e_kv(r->err, "simgpu: ", "races", &races);
+    e2e_kv(r->err, "simgpu: ", "faults", &faults);
+    *why = "";
+    if (r->status == 124) return *why = "hang", WRONG;
+    if (r->status == 86) return *why = "fault", WRONG;
+    if (races) return *why = "race", WRONG;
+    if (faults) return *why = "fault", WRONG;
+    if (r->status == 0) {
+        if (strcmp(result_of(w, r, buf, sizeof buf), want) != 0) return *why = "bytes", WRONG;
+        return SAME;
+    }
+    // The program's own error check: train_step's status=error line, or
+    // the failed call named by stress_threads' CHECK.
+    if (r->status == 1 && (strstr(r->out, "status=error") || strstr(r->err, "failed:")))
+        return ERROR;
+    if (r->status == 3 && strstr(r->out, "status=oom")) return ERROR; // an allocation's error code
+
+    return *why = "crash", WRONG;
+}
+
+static void matrix(const workload_t *w)
+{
+    e2e_result_t clean;
+    run(w, NULL, &clean);
+    cr_assert_eq(clean.status, 0, "%s: clean run failed:\n%s", w->name, clean.err);
+    char want[64];
+    snprintf(want, sizeof want, "%s", result_of(w, &clean, (char[64]){0}, 64));
+    const char *calls = strstr(clean.err, "simgpu: calls ");
+    cr_assert(calls, "no call counts (SIM_COUNT_CALLS)");
+    calls += strlen("simgpu: calls ");
+    char *line = strndup(calls, strcspn(calls, "\n"));
+    int cells = 0, count[3] = {0};
+    printf("fault matrix, %s (%s): call occurrence -> outcome\n", w->name, w->args);
+    for (char *save = NULL, *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(t, '=');
+        *eq = '\0';
+        unsigned long long total = strtoull(eq + 1, NULL, 10);
+        unsigned long long at[3] = {1, (total + 1) / 2, total};
+        printf("  %-22s", t);
+        for (int i = 0; i < 3; i++) {
+            if (i && at[i] == at[i - 1]) continue;
+            char spec[96];
+            snprintf(spec, sizeof spec, "%s:%llu", t, at[i]);
+            e2e_result_t r;
+            run(w, spec, &r);
+            const char *why;
+            outcome_t o = classify(w, &r, want, &why);
+            count[o]++;
+            cells++;
+            printf(" %llu/%llu %s%s%s", at[i], total, outcome_name[o], *why ? ":" : "", why);
+            cr_expect_neq(o, WRONG, "%s, %s: %s (exit %d)\n--- stdout\n%s--- stderr\n%s", w->name,
+                          spec, why, r.status, r.out, r.err);
+            e2e_free(&r);
+        }
+        printf("\n");
+    }
+    printf("fault matrix, %s: %d cells: same %d, error %d, wrong %d\n", w->name, cells,
+           count[SAME], count[ERROR], count[WRONG]);
+    fflush(stdout);
+    free(line);
+    e2e_free(&clean);
+}
+
+Test(fault_matrix, train_step, .timeout = 900)
+{
+    workload_t w = {"train_step", "TRAIN_STEP", TRAIN_ARGS, train_env};
+    matrix(&w);
+}
+
+Test(fault_matrix, stress_threads, .timeout = 900)
+{
+    workload_t w = {"stress_threads", "AO_STRESS_THREADS", "", stress_env};
+    matrix(&w);
+}
+
+// Failures in runs, where a single retry does not help.
+static void same_as_clean(const char *fail, const char *line, int times)
+{
+    workload_t w = {"train_step", "TRAIN_STEP", TRAIN_ARGS, train_env};
+    e2e_result_t clean, r;
+    run(&w, NULL, &clean);
+    run(&w, fail, &r);
+    const char *why;
+    cr_expect_eq(classify(&w, &r, clean.checksum, &why), SAME, "%s: %s (exit %d)\n%s", fail, why,
+                 r.status, r.err);
+    int n = 0;
+    for (const char *p = r.err; (p = strstr(p, line)) != NULL; p++) n++;
+    cr_expect_eq(n, times, "%s: '%s' %d times, want %d:\n%s", fail, line, n, times, r.err);
+    e2e_free(&clean);
+    e2e_free(&r);
+}
+
+// A reload whose copy fails twice keeps the host copy and unmaps the chunk
+// again; the first kernel that needs it reloads it (late): the same bytes.
+// (Before: the chunk was marked resident and the host copy freed.)
+Test(fault_matrix, reload_copy_fails_twice, .timeout = 120)
+{
+    same_as_clean("cuMemcpyHtoDAsync:5:2", "aoshim: warning: reload copy failed", 1);
+}
+
+// Event calls failing for a while: a failed query, record or stream wait
+// makes the host wait instead of counting the event as complete. (Before:
+// memory was released while kernels still used it: races.)
+Test(fault_matrix, event_calls_fail_for_a_while, .timeout = 120)
+{
+    same_as_clean("cuEventQuery:5:50", "aoshim: warning: cuEventQuery failed", 1);
+    same_as_clean("cuEventRecord:10:30", "aoshim: warning: recording a CUDA event failed", 1);
+    same_as_clean("cuStreamWaitEvent:10:20", "aoshim: warning: cuStreamWaitEvent failed", 1);
+}
