@@ -108,6 +108,7 @@
       (CUdeviceptr dst, const void *src, size_t n, CUstream s))                                    \
     X(cuStreamCreate, "cuStreamCreate", 2000, 0, CUresult, (CUstream * s, unsigned fl))            \
     X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 1, CUresult, (CUstream s))                 \
+    X(cuStreamGetFlags, "cuStreamGetFlags", 2000, 1, CUresult, (CUstream s, unsigned *fl))        \
     X(cuStreamWaitEvent, "cuStreamWaitEvent", 3020, 1, CUresult,                                   \
       (CUstream s, CUevent e, unsigned fl))                                                        \
     X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000, 1, CUresult,                              \

@@ -14,6 +14,8 @@
 #include "engine.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1185,9 +1187,11 @@ int ao_engine_layer_end(int layer)
     int rc = enter();
     if (rc) return rc;
     ao_scope_t *s = E.open;
+    pthread_t self = pthread_self();
     if (!s) {
         for (ao_scope_t *r = E.scopes; r; r = r->next)
-            if (r->recompute && !r->ended && r->layer == layer && r->mb == E.mb) {
+            if (r->recompute && !r->ended && r->layer == layer && r->mb == E.mb &&
+                pthread_equal(r->thread, self)) {
                 r->ended = true;
                 return leave(0);
             }
@@ -1196,6 +1200,13 @@ int ao_engine_layer_end(int layer)
     }
     if (s->layer != layer) {
         WARN_ONCE("aoshim_layer_end(%d) while layer %d is open", layer, s->layer);
+        return leave(AOSHIM_ESTATE);
+    }
+    // A layer belongs to the thread that began it: another thread ending it
+    // would close it before its own kernels were enqueued.
+    if (!pthread_equal(s->thread, self)) {
+        WARN_ONCE("aoshim_layer_end(%d) from a thread that did not begin it: the layer stays open",
+                  layer);
         return leave(AOSHIM_ESTATE);
     }
     E.open = NULL;
@@ -1229,6 +1240,17 @@ int ao_engine_backward_begin(int layer)
     int rc = enter();
     if (rc) return rc;
     int mb = E.mb;
+    // Misuse changes nothing: every check comes before any state moves.
+    if (E.open) {
+        WARN_ONCE("aoshim_backward_begin(%d) inside forward layer %d: end the layer first", layer,
+                  E.open->layer);
+        return leave(AOSHIM_ESTATE);
+    }
+    if (E.bwd_open[mb]) {
+        WARN_ONCE("aoshim_backward_begin(%d) while backward of layer %d is open", layer,
+                  E.bwd_open[mb] - 1);
+        return leave(AOSHIM_ESTATE);
+    }
     if (E.phase[mb] == PHASE_FORWARD) {
         if (!fwd_ran(layer, mb)) {
             WARN_ONCE("aoshim_backward_begin(%d): layer %d never ran forward (microbatch %d)",
@@ -1237,11 +1259,6 @@ int ao_engine_backward_begin(int layer)
         }
         E.phase[mb] = PHASE_BACKWARD;
         if (E.max_fwd_layer + 1 > E.nlayers) E.nlayers = E.max_fwd_layer + 1;
-    }
-    if (E.bwd_open[mb]) {
-        WARN_ONCE("aoshim_backward_begin(%d) while backward of layer %d is open", layer,
-                  E.bwd_open[mb] - 1);
-        return leave(AOSHIM_ESTATE);
     }
     release_point(mb, NULL);
     E.bwd_open[mb] = layer + 1;
@@ -1292,10 +1309,9 @@ int ao_engine_step_end(void)
 {
     int rc = enter();
     if (rc) return rc;
-    if (E.open) {
-        WARN_ONCE("aoshim_step_end() while layer %d is open", E.open->layer);
-        E.open = NULL;
-        __atomic_store_n(&ao_engine_open_scope, NULL, __ATOMIC_RELEASE);
+    if (E.open) { // misuse changes nothing: the layer stays open
+        WARN_ONCE("aoshim_step_end() while layer %d is open: end the layer first", E.open->layer);
+        return leave(AOSHIM_ESTATE);
     }
     if (E.max_fwd_layer + 1 > E.nlayers) E.nlayers = E.max_fwd_layer + 1;
     for (int i = 0; i < AO_MAX_MB; i++) {
@@ -1328,6 +1344,26 @@ int ao_engine_set_microbatch(int mb)
 int ao_engine_set_stream(CUstream s)
 {
     if (ao_engine_off) return AOSHIM_EDISABLED;
+    // A handle the driver does not know would be recorded on at the next
+    // boundary: refuse it now. (Before the engine is up nothing is recorded
+    // yet, and the driver may not even be loaded: it is taken as given.)
+    // The legacy and per-thread pseudo-handles are always valid.
+    if (s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD &&
+        __atomic_load_n(&E.ready, __ATOMIC_ACQUIRE)) {
+        // A handle is a pointer the driver reads: one that points at no
+        // memory of this process would crash it, so ask the kernel first.
+        long page = sysconf(_SC_PAGESIZE);
+        unsigned char in_core;
+        void *pg = (void *)((uintptr_t)s & ~(uintptr_t)(page - 1));
+        unsigned flags; // a property query: harmless during a capture, unlike cuStreamQuery
+        CUresult r = mincore(pg, (size_t)page, &in_core) != 0 ? CUDA_ERROR_INVALID_HANDLE
+                                                              : ao_real.cuStreamGetFlags(s, &flags);
+        if (r != CUDA_SUCCESS) {
+            WARN_ONCE("aoshim_set_stream(%p): not a stream of this context (CUDA error %d)",
+                      (void *)s, (int)r);
+            return AOSHIM_EINVAL;
+        }
+    }
     ao_tls_stream_explicit = false;
     ao_engine_note_stream_slow(s);
     ao_tls_stream_explicit = true;

@@ -5,6 +5,7 @@
 // with or without LD_PRELOAD=libaoshim.so: without it, every call must answer
 // AOSHIM_ENOTLOADED and the round trip must still hold its bytes.
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,13 @@ static void call(const char *name, int rc)
 {
     printf("call %s rc=%d\n", name, rc);
     fflush(stdout);
+}
+
+static void *end_layer_1(void *unused)
+{
+    (void)unused;
+    call("layer_end_other_thread", aoshim_try_layer_end(1));
+    return NULL;
 }
 
 static void ck(cudaError_t e, const char *what)
@@ -71,6 +79,16 @@ int main(void)
     call("layer_end_0", aoshim_try_layer_end(0));
     call("layer_begin_1", aoshim_try_layer_begin(1));
     ck(cudaMallocAsync(&b, BUF_BYTES, s), "cudaMallocAsync(b)");
+    // Misuse inside a layer is refused and changes nothing: the layer stays
+    // open, offloading goes on (the round trip below proves it).
+    for (int rep = 0; rep < 2; rep++) {
+        call("backward_begin_inside_layer", aoshim_try_backward_begin(0));
+        call("step_end_inside_layer", aoshim_try_step_end());
+        call("set_stream_garbage", aoshim_try_set_stream((void *)(uintptr_t)0xdeadbeef0ull));
+        pthread_t t; // a layer belongs to the thread that began it
+        pthread_create(&t, NULL, end_layer_1, NULL);
+        pthread_join(t, NULL);
+    }
     ck(cudaMemsetAsync(b, 0x5a, BUF_BYTES, s), "cudaMemsetAsync(b)");
     call("layer_end_1", aoshim_try_layer_end(1));
     // Everything queued (aoshim's copies too) completes: layer 0 can be
