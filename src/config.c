@@ -46,6 +46,7 @@ int ao_parse_size(const char *s, uint64_t *out)
     unsigned shift = 0;
     switch (toupper((unsigned char)*s)) {
     case '\0':
+    case 'B':
         break;
     case 'K':
         shift = 10;
@@ -62,11 +63,15 @@ int ao_parse_size(const char *s, uint64_t *out)
     default:
         return -1;
     }
-    if (*s) {
+    // A unit letter, then optionally "iB" or "B" (both binary: 1KB = 1KiB =
+    // 1024); or a lone "B" for bytes (4096B).
+    if (toupper((unsigned char)*s) == 'B') {
+        s++;
+    } else if (*s) {
         s++;
         if (strcasecmp(s, "ib") == 0 || strcasecmp(s, "b") == 0) s += strlen(s);
-        if (*s) return -1;
     }
+    if (*s) return -1;
     if (shift && v > (UINT64_MAX >> shift)) return -1;
     *out = v << shift;
     return 0;
@@ -191,15 +196,12 @@ static int set_torch(void *f, const char *v)
     return ao_parse_torch(v, f);
 }
 // A path is kept as given (it points into the environment, which outlives
-// the run). Empty is the built-in default, "no file"; a user who sets the
-// variable to nothing most likely meant a file, so that is an error.
-static int set_path_default(void *f, const char *v)
-{
-    return *(const char **)f = *v ? v : NULL, 0;
-}
+// the run). Empty means "no file", as it does for the built-in default: the
+// README documents the default as empty, so AOSHIM_REPORT= (a wrapper
+// script's unset value, say) must not stop the program.
 static int set_path(void *f, const char *v)
 {
-    return *v ? (*(const char **)f = v, 0) : -1;
+    return *(const char **)f = *v ? v : NULL, 0;
 }
 
 #define AO_SET_DEFAULT_bool   set_bool
@@ -208,7 +210,7 @@ static int set_path(void *f, const char *v)
 #define AO_SET_DEFAULT_level  set_level
 #define AO_SET_DEFAULT_layers set_layers
 #define AO_SET_DEFAULT_torch  set_torch
-#define AO_SET_DEFAULT_path   set_path_default
+#define AO_SET_DEFAULT_path   set_path
 
 typedef struct ao_option_s {
     const char *name; // without the AOSHIM_ prefix
@@ -226,10 +228,15 @@ static const ao_option_t options[] = {
 };
 #define NOPTIONS (sizeof options / sizeof *options)
 
+// The value as the user can read it back: one line whatever it holds (a
+// newline or a terminal escape sequence in it is shown as \n, \x1b), and
+// short enough that what is accepted still fits on the line.
 static void error_line(char *err, size_t errlen, const char *name, const char *value,
                        const char *accepted)
 {
-    snprintf(err, errlen, "aoshim: error: AOSHIM_%s='%s': %s", name, value, accepted);
+    char shown[256];
+    ao_escape(shown, sizeof shown, value, strlen(value), true);
+    snprintf(err, errlen, "aoshim: error: AOSHIM_%s='%s': %s", name, shown, accepted);
 }
 
 // Edit distance, for "did you mean": option names are short.
@@ -254,23 +261,33 @@ static size_t distance(const char *a, const char *b)
     return row[lb];
 }
 
+static size_t find_option(const char *name)
+{
+    for (size_t i = 0; i < NOPTIONS; i++)
+        if (strcmp(options[i].name, name) == 0) return i;
+    return NOPTIONS;
+}
+
 int ao_config_set(ao_config_t *cfg, const char *name, const char *value, char *err, size_t errlen)
 {
+    size_t i = find_option(name);
+    if (i < NOPTIONS) {
+        if (options[i].set((char *)cfg + options[i].offset, value) == 0) return 0;
+        error_line(err, errlen, name, value, options[i].accepted);
+        return -1;
+    }
     size_t best = SIZE_MAX, bi = 0;
-    for (size_t i = 0; i < NOPTIONS; i++) {
-        if (strcmp(options[i].name, name) == 0) {
-            if (options[i].set((char *)cfg + options[i].offset, value) == 0) return 0;
-            error_line(err, errlen, name, value, options[i].accepted);
-            return -1;
-        }
+    for (i = 0; i < NOPTIONS; i++) {
         size_t d = distance(name, options[i].name);
         if (d < best) best = d, bi = i;
     }
+    char shown[128];
+    ao_escape(shown, sizeof shown, name, strlen(name), true);
     if (best <= 3)
-        snprintf(err, errlen, "unknown variable AOSHIM_%s ignored; did you mean AOSHIM_%s?", name,
+        snprintf(err, errlen, "unknown variable AOSHIM_%s ignored; did you mean AOSHIM_%s?", shown,
                  options[bi].name);
     else
-        snprintf(err, errlen, "unknown variable AOSHIM_%s ignored", name);
+        snprintf(err, errlen, "unknown variable AOSHIM_%s ignored", shown);
     return 1;
 }
 
@@ -283,7 +300,14 @@ int ao_config_load(ao_config_t *cfg, char *const *env, char *err, size_t errlen)
             error_line(err, errlen, options[i].name, options[i].def, "bad built-in default");
             return -1;
         }
-    for (char *const *e = env ? env : environ; e && *e; e++) {
+    // A variable can be in the environment twice (execve takes any list).
+    // getenv returns the first occurrence, and everything else in aoshim that
+    // shows a value reads it with getenv (AOSHIM_VERBOSE's listing, the
+    // report's options): so the parser takes the first too, and says once
+    // per variable that the later ones are ignored.
+    unsigned char seen[NOPTIONS] = {0}; // 1: parsed, 2: a later one warned about
+    char *const *list = env ? env : environ;
+    for (char *const *e = list; e && *e; e++) {
         if (strncmp(*e, "AOSHIM_", 7) != 0) continue;
         const char *eq = strchr(*e, '=');
         if (!eq) continue;
@@ -292,6 +316,27 @@ int ao_config_load(ao_config_t *cfg, char *const *env, char *err, size_t errlen)
         if (n >= sizeof name) n = sizeof name - 1;
         memcpy(name, *e + 7, n);
         name[n] = '\0';
+        size_t i = find_option(name);
+        if (i < NOPTIONS && seen[i]) {
+            if (seen[i] == 2) continue;
+            seen[i] = 2;
+            char var[80], first[256];
+            int k = snprintf(var, sizeof var, "AOSHIM_%s=", name);
+            const char *v = "";
+            for (char *const *f = list; f < e; f++)
+                if (strncmp(*f, var, (size_t)k) == 0) {
+                    v = *f + k;
+                    break;
+                }
+            var[k - 1] = '\0';
+            ao_escape(first, sizeof first, v, strlen(v), true);
+            ao_log(AO_LOG_WARN,
+                   "%s is set more than once in the environment; the first value, "
+                   "'%s', is used",
+                   var, first);
+            continue;
+        }
+        if (i < NOPTIONS) seen[i] = 1;
         int r = ao_config_set(cfg, name, eq + 1, err, errlen);
         if (r < 0) return -1;
         if (r > 0) ao_log(AO_LOG_WARN, "%s", err); // a typo must not pass silently
@@ -299,17 +344,17 @@ int ao_config_load(ao_config_t *cfg, char *const *env, char *err, size_t errlen)
     return 0;
 }
 
-// Values are shown as given: they all parsed, so the text is the effective value.
+// Values are shown as given: they all parsed, so the text is the effective
+// value. getenv's is the one the parser took (the first, see above); a long
+// one (a path) is cut with "..." by ao_log, never left without its newline.
 void ao_config_print(int fd)
 {
-    char line[256];
     for (size_t i = 0; i < NOPTIONS; i++) {
         char var[64];
         snprintf(var, sizeof var, "AOSHIM_%s", options[i].name);
         const char *set = getenv(var);
-        int n = snprintf(line, sizeof line, "aoshim: option %s=%s%s\n", var,
-                         set ? set : options[i].def, set ? "" : " (default)");
-        if (n > 0) ao_write_line(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        ao_log_fd(fd, AO_LOG_INFO, "option %s=%s%s", var, set ? set : options[i].def,
+                  set ? "" : " (default)");
     }
 }
 

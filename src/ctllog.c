@@ -14,7 +14,6 @@
 
 #include "aoshim.h"
 #include "config.h"
-#include "log.h"
 #include "report/report.h"
 
 // The file is opened at the first logged call, not at load: a process that
@@ -54,7 +53,8 @@ static int open_log(void)
     if (forked && !has_pid(pattern)) return -1;
     char path[4096];
     if (!ao_report_path(pattern, path, sizeof path)) {
-        ao_log(AO_LOG_WARN, "AOSHIM_CONTROL_LOG='%s': file name too long; no control log", pattern);
+        ao_report_path_warn("AOSHIM_CONTROL_LOG",
+                            "AOSHIM_CONTROL_LOG='%s': file name too long; no control log", pattern);
         return -1;
     }
     // The program's own streams, for a user watching boundaries go by: they
@@ -69,8 +69,9 @@ static int open_log(void)
     else
         f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (f < 0)
-        ao_log(AO_LOG_WARN, "AOSHIM_CONTROL_LOG: cannot write %s: %s; no control log", path,
-               strerror(errno));
+        ao_report_path_warn("AOSHIM_CONTROL_LOG",
+                            "AOSHIM_CONTROL_LOG: cannot write %s: %s; no control log", path,
+                            strerror(errno)); // unless said at start already
     return f;
 }
 

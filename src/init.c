@@ -92,6 +92,9 @@ __attribute__((constructor)) static void ao_init(void)
         ao_log(AO_LOG_INFO, "version %s, pid %d", AO_VERSION_STRING, (int)getpid());
         ao_config_print(2);
     }
+    // A file name that cannot be written is said now, not after a long run.
+    // The reports are written only with the engine on; the control log always.
+    ao_report_check_paths(ao_config.enable);
     // Registered whatever AOSHIM_ENABLE says: the control log is written
     // when the engine is off too, and a child must not write its parent's.
     pthread_atfork(NULL, NULL, at_fork_child);
@@ -118,6 +121,6 @@ AOSHIM_API const char *aoshim_version(void)
 AOSHIM_API int aoshim_report_now(void)
 {
     if (forked_child) return AOSHIM_ESTATE;
-    ao_report_all(true);
+    ao_report_all(!ao_config.quiet); // AOSHIM_QUIET silences every summary; files still written
     return 0;
 }

@@ -6,6 +6,7 @@
 #define AO_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 enum ao_log_level { AO_LOG_INFO, AO_LOG_WARN, AO_LOG_ERROR };
@@ -19,11 +20,28 @@ enum ao_log_level { AO_LOG_INFO, AO_LOG_WARN, AO_LOG_ERROR };
 #define AO_TLS                                                                                     \
     __thread __attribute__((tls_model("initial-exec"))) // later warnings are counted, not printed
 
+// Every message is one line ending in a newline, whatever it holds: control
+// characters in it are escaped (ao_escape) and a line past AO_LOG_LINE bytes
+// is cut, ending in "...".
+#define AO_LOG_LINE 1024
 void ao_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ao_vlog(int level, const char *fmt, va_list ap);
+// The same on another file descriptor (AOSHIM_VERBOSE's option listing).
+void ao_log_fd(int fd, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 // Warn at most once per call site: `static int once; ao_warn_once(&once, ...)`.
 void ao_warn_once(int *flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // Write a whole preformatted line (adds nothing).
 void ao_write_line(int fd, const char *buf, size_t len);
+
+// The length of the valid UTF-8 sequence at s (at most n bytes): 1 to 4, or
+// 0 for a byte that does not start one (overlong forms, surrogates and code
+// points past U+10FFFF are not valid, as strict JSON readers hold).
+size_t ao_utf8_seq(const char *s, size_t n);
+// s (n bytes) as one printable line into out (size bytes, NUL-terminated):
+// \n, \r, \t and \xHH for the other control characters and for bytes
+// that are not UTF-8; a backslash doubled when backslash is true (a value
+// shown so that it can be read back exactly). What does not fit is cut at a
+// character boundary and ends in "...". Returns the length written.
+size_t ao_escape(char *out, size_t size, const char *s, size_t n, bool backslash);
 
 #endif // AO_LOG_H

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
+
 #define LABEL_WIDTH 34
 
 bool ao_emit_any_failed;
@@ -60,11 +62,28 @@ void ao_emit_printf(ao_emitter_t *e, const char *fmt, ...)
     ao_emit_raw(e, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
+// Strings come from outside (the command line, file and symbol names) and
+// need not be UTF-8, which a JSON document and an HTML page must be: a byte
+// that does not start a valid UTF-8 sequence becomes U+FFFD, the
+// replacement character (JSON "\ufffd"), so the file stays valid and the
+// rest of the string readable.
 void ao_emit_escaped(ao_emitter_t *e, const char *s, bool html)
 {
-    for (; s && *s; s++) {
+    size_t left = s ? strlen(s) : 0;
+    for (; s && *s; s++, left--) {
         unsigned char c = (unsigned char)*s;
-        if (html) {
+        if (c >= 0x80) {
+            size_t k = ao_utf8_seq(s, left);
+            if (k == 0) {
+                if (html)
+                    AO_LIT(e, "\xef\xbf\xbd");
+                else
+                    AO_LIT(e, "\\ufffd");
+            } else {
+                ao_emit_raw(e, s, k);
+                s += k - 1, left -= k - 1;
+            }
+        } else if (html) {
             if (c == '<')
                 puts_(e, "&lt;");
             else if (c == '>')

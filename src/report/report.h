@@ -136,9 +136,29 @@ void ao_report_trace(int fd);
 void ao_report_html(int fd);
 // Expand %p, %r, %h (and %%) of pattern into out; false if it does not fit.
 bool ao_report_path(const char *pattern, char *out, size_t size);
-// Every output asked for: summary (unless AOSHIM_QUIET), AOSHIM_REPORT,
-// AOSHIM_TRACE, AOSHIM_REPORT_HTML. An unwritable file gives one warning.
+// Every output asked for: the summary when summary is true (the callers pass
+// !AOSHIM_QUIET), AOSHIM_REPORT, AOSHIM_TRACE, AOSHIM_REPORT_HTML. An
+// unwritable file gives one warning.
 void ao_report_all(bool summary);
+// At load: whether each file asked for (the reports when reports is true,
+// and AOSHIM_CONTROL_LOG) can be created, its directory existing and
+// writable after %p/%r/%h expansion, so a bad name is found at start, not
+// after a long run. One that cannot gets one warning and is turned off
+// (its ao_config field set to NULL); the run goes on.
+void ao_report_check_paths(bool reports);
+// A warning about var's file (var: "AOSHIM_REPORT", ..., "AOSHIM_CONTROL_LOG"):
+// printed for the first one per variable over the whole run, then silent.
+void ao_report_path_warn(const char *var, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+// Write one file of pattern (expanded) with writer: to a new temporary name
+// created with O_EXCL|O_NOFOLLOW, then renamed over the name. A name that
+// exists and is not a regular file (a symlink, FIFO, device, directory) is
+// refused, never opened; /dev/stdout and /dev/stderr are the program's
+// streams. false (after one warning) if nothing was written.
+bool ao_report_write(const char *var, const char *pattern, void (*writer)(int fd));
+// The temporary name of attempt n (0, 1, ...) at writing path; false if it
+// does not fit. Exposed for tests.
+bool ao_report_tmp_name(const char *path, unsigned attempt, char *out, size_t size);
 // The rank of this process: RANK, else LOCAL_RANK, else 0.
 int ao_report_rank(void);
 

@@ -238,32 +238,133 @@ Test(report, unwritable_path_warns_once, .timeout = 60)
         strstr(r.err, "aoshim: warning: AOSHIM_TRACE: cannot write /nonexistent-aoshim-dir/t.json"),
         "%s", r.err);
     cr_expect(strstr(r.err, "aoshim: memory summary"), "the summary is still printed");
+    // Said at start, before the program ran, not after a long run: the
+    // warnings are the first lines on stderr.
+    const char *start = "aoshim: warning: AOSHIM_REPORT: cannot write /nonexistent-aoshim-dir/"
+                        "r.json: No such file or directory; no report\n"
+                        "aoshim: warning: AOSHIM_TRACE: cannot write /nonexistent-aoshim-dir/"
+                        "t.json: No such file or directory; no trace\n";
+    cr_expect(strncmp(r.err, start, strlen(start)) == 0, "not said at start:\n%s", r.err);
     e2e_free(&r);
-    // A full disk (/dev/full: every write fails) is one warning too, and the
-    // device node is written in place, never replaced.
+    // A device (/dev/full) is refused, one warning, never opened nor replaced.
     struct stat st;
     if (stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode)) {
         e2e_train(&r, true, ENV("AOSHIM_REPORT=/dev/full"), WORKLOAD);
-        expect_run_ok("full disk", &r);
+        expect_run_ok("device", &r);
         cr_expect_str_eq(r.checksum, base.checksum);
-        cr_expect(
-            strstr(
-                r.err,
-                "aoshim: warning: AOSHIM_REPORT: cannot write /dev/full: No space left on device"),
-            "%s", r.err);
+        n = 0;
+        for (const char *p = r.err;
+             (p = strstr(p, "aoshim: warning: AOSHIM_REPORT: cannot write /dev/full: ")); p++)
+            n++;
+        cr_expect_eq(n, 1, "want one warning for /dev/full, got %d:\n%s", n, r.err);
         cr_expect(stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode), "/dev/full was replaced");
         e2e_free(&r);
     }
     e2e_free(&base);
 }
 
-Test(report, empty_path_is_a_configuration_error, .timeout = 60)
+// Empty is the documented default: no file, no message, the run as usual.
+Test(report, empty_path_means_no_file, .timeout = 60)
 {
     e2e_result_t r;
-    e2e_train(&r, true, ENV("AOSHIM_REPORT="), WORKLOAD);
-    cr_expect_eq(r.status, 2, "exit %d", r.status);
-    cr_expect(strstr(r.err, "aoshim: error: AOSHIM_REPORT='': a file name"), "%s", r.err);
+    e2e_train(&r, true, ENV("AOSHIM_REPORT=", "AOSHIM_TRACE=", "AOSHIM_REPORT_HTML="), WORKLOAD);
+    expect_run_ok("empty", &r);
+    cr_expect_null(strstr(r.err, "aoshim: error"), "%s", r.err);
+    cr_expect_null(strstr(r.err, "aoshim: warning"), "%s", r.err);
+    cr_expect(strstr(r.err, "aoshim: memory summary"), "%s", r.err);
     e2e_free(&r);
+}
+
+// --- report files that must not be written through ---------------------------------------
+static int count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p++)
+        n++;
+    return n;
+}
+
+// A FIFO at the report's name, no one reading it: one warning, and the
+// program exits at once (opening it would block at exit forever).
+Test(report, fifo_report_name_does_not_hang, .timeout = 30)
+{
+    make_dir();
+    char path[300], env[340], want[400];
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    snprintf(env, sizeof env, "AOSHIM_REPORT=%s", path);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    e2e_result_t r;
+    const char *argv[] = {e2e_path("AO_FORK_CHILD"), NULL};
+    e2e_run(&r, true, ENV(env), argv);
+    cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    snprintf(want, sizeof want,
+             "aoshim: warning: AOSHIM_REPORT: cannot write %s: it is a FIFO; only a regular file "
+             "is replaced\n",
+             path);
+    cr_expect_eq(count(r.err, "AOSHIM_REPORT"), 1, "%s", r.err);
+    cr_expect(strstr(r.err, want), "%s", r.err);
+    struct stat st;
+    cr_expect(lstat(path, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced");
+    e2e_free(&r);
+    remove_dir();
+}
+
+// A symlink at the report's name (planted in a shared directory): refused,
+// its target untouched; a directory at the name likewise.
+Test(report, symlink_or_directory_report_name_refused, .timeout = 60)
+{
+    make_dir();
+    char path[300], target[300], sub[300], e1[340], e2[340];
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    snprintf(target, sizeof target, "%s/precious", dir);
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    FILE *f = fopen(target, "w");
+    cr_assert(f);
+    fputs("precious\n", f);
+    fclose(f);
+    cr_assert_eq(symlink(target, path), 0);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    snprintf(e1, sizeof e1, "AOSHIM_REPORT=%s", path);
+    snprintf(e2, sizeof e2, "AOSHIM_TRACE=%s", sub);
+    e2e_result_t r;
+    const char *argv[] = {e2e_path("AO_FORK_CHILD"), NULL};
+    e2e_run(&r, true, ENV(e1, e2), argv);
+    cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_expect_eq(count(r.err, "AOSHIM_REPORT: cannot write"), 1, "%s", r.err);
+    cr_expect(strstr(r.err, "it is a symbolic link; only a regular file is replaced"), "%s", r.err);
+    cr_expect_eq(count(r.err, "AOSHIM_TRACE: cannot write"), 1, "%s", r.err);
+    cr_expect(strstr(r.err, "it is a directory; only a regular file is replaced"), "%s", r.err);
+    char *t = slurp(target);
+    cr_expect_str_eq(t, "precious\n", "the symlink's target was written");
+    free(t);
+    struct stat st;
+    cr_expect(lstat(path, &st) == 0 && S_ISLNK(st.st_mode), "the symlink was replaced");
+    e2e_free(&r);
+    remove_dir();
+}
+
+// aoshim_report_now writes the files; under AOSHIM_QUIET=1 it prints no
+// summary, as the exit does not. Without it, two summaries (now, and exit).
+Test(report, report_now_respects_quiet, .timeout = 60)
+{
+    make_dir();
+    char env[340], path[300];
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    snprintf(env, sizeof env, "AOSHIM_REPORT=%s", path);
+    const char *argv[] = {e2e_path("AO_REPORT_NOW"), NULL};
+    e2e_result_t r;
+    e2e_run(&r, true, ENV(env, "AOSHIM_QUIET=1"), argv);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "report_now rc=0"), "%s", r.out);
+    cr_expect_null(strstr(r.err, "memory summary"), "a summary under AOSHIM_QUIET=1:\n%s", r.err);
+    struct stat st;
+    cr_expect(stat(path, &st) == 0 && st.st_size > 100, "no report written under AOSHIM_QUIET");
+    e2e_free(&r);
+    e2e_run(&r, true, ENV(env), argv);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_expect_eq(count(r.err, "aoshim: memory summary"), 2, "%s", r.err);
+    e2e_free(&r);
+    remove_dir();
 }
 
 Test(report, pid_in_name_and_stacks_off, .timeout = 60)

@@ -2,9 +2,14 @@
 // The emitter (one set of calls, two formats), file-name expansion, and the
 // record's bounds, against the core library.
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -88,6 +93,47 @@ Test(emitter, json_is_the_same_numbers)
     cr_expect_eq(pclose(p), 0, "not valid JSON:\n%s", j);
 }
 
+// A string that is not UTF-8 (a command line, a file or symbol name) still
+// makes valid JSON: each stray byte a U+FFFD; valid characters kept whole.
+static void bad_utf8(ao_emitter_t *e)
+{
+    ao_emit_begin(e);
+    ao_emit_arr_begin(e, "command_line");
+    ao_emit_json(e, NULL, AO_STR("train\xffstep"));
+    ao_emit_json(e, NULL, AO_STR("caf\xc3\xa9 \xf0\x9f\x98\x80 \xed\xa0\x80 \xc0\xaf \xc3"));
+    ao_emit_arr_end(e);
+    ao_emit_json(e, "k\xfe", AO_U64(1));
+    ao_emit_end(e);
+}
+
+Test(emitter, invalid_utf8_is_replaced)
+{
+    const char *j = emit(AO_EMIT_JSON, bad_utf8);
+    cr_expect(strstr(j, "\"train\\ufffdstep\""), "%s", j);
+    cr_expect(strstr(j, "\"caf\xc3\xa9 \xf0\x9f\x98\x80 \\ufffd\\ufffd\\ufffd \\ufffd\\ufffd "
+                        "\\ufffd\""),
+              "%s", j);
+    cr_expect(strstr(j, "\"k\\ufffd\": 1"), "%s", j);
+    // Strict: the bytes decode as UTF-8 and the text parses as JSON.
+    FILE *p = popen("python3 -c 'import json,sys; d=json.loads(sys.stdin.buffer.read()"
+                    ".decode(\"utf-8\")); assert d[\"command_line\"][0] == \"train\\ufffdstep\"'",
+                    "w");
+    cr_assert(p);
+    fputs(j, p);
+    cr_expect_eq(pclose(p), 0, "not valid UTF-8 JSON:\n%s", j);
+}
+
+static void html_bad_utf8(ao_emitter_t *e)
+{
+    ao_emit_escaped(e, "<a\xff>", true);
+    ao_emit_flush(e);
+}
+
+Test(emitter, invalid_utf8_in_html_is_replaced)
+{
+    cr_expect_str_eq(emit(AO_EMIT_TEXT, html_bad_utf8), "&lt;a\xef\xbf\xbd&gt;");
+}
+
 Test(report_path, expands_pid_rank_host)
 {
     char buf[512], want[512], host[256] = "";
@@ -116,8 +162,9 @@ Test(config, report_paths_parse)
     cr_expect_null(cfg.trace);
     cr_expect_null(cfg.report_html);
     cr_expect(cfg.stacks);
-    cr_expect_eq(ao_config_set(&cfg, "TRACE", "", err, sizeof err), -1);
-    cr_expect(strstr(err, "aoshim: error: AOSHIM_TRACE='': a file name"), "%s", err);
+    cr_expect_eq(ao_config_set(&cfg, "TRACE", "/tmp/t.json", err, sizeof err), 0);
+    cr_expect_eq(ao_config_set(&cfg, "TRACE", "", err, sizeof err), 0, "empty is no file");
+    cr_expect_null(cfg.trace);
     cr_expect_eq(ao_config_set(&cfg, "STACKS", "0", err, sizeof err), 0);
     cr_expect(!cfg.stacks);
 }
@@ -149,4 +196,178 @@ Test(record, timeline_bounded_and_keeps_the_peak)
     cr_expect_eq(ao_rec.nstep, 200);
     cr_expect_leq(ao_rec.nsteps, AO_STEPS_MAX);
     ao_rec_unlock(locked);
+}
+
+// --- report files: never written through anything but a regular file ----------------
+static char dir[64];
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/aoshim-report-unit.XXXXXX");
+    cr_assert(mkdtemp(dir));
+}
+
+static void remove_dir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)system(cmd);
+}
+
+static void write_report(int fd)
+{
+    static const char text[] = "{\"report\": 1}\n";
+    (void)!write(fd, text, sizeof text - 1);
+}
+
+static void put_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *get_file(const char *path, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    size_t n = fread(buf, 1, size - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+// The names in dir, sorted, space-separated.
+static char *names_in(const char *d, char *buf, size_t size)
+{
+    char *names[64];
+    int n = 0;
+    DIR *dp = opendir(d);
+    cr_assert(dp);
+    for (struct dirent *de; (de = readdir(dp)) && n < 64;)
+        if (de->d_name[0] != '.' || (de->d_name[1] && (de->d_name[1] != '.' || de->d_name[2])))
+            names[n++] = strdup(de->d_name);
+    closedir(dp);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (strcmp(names[j], names[i]) < 0) {
+                char *t = names[i];
+                names[i] = names[j], names[j] = t;
+            }
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", i ? " " : "", names[i]);
+        free(names[i]);
+    }
+    return buf;
+}
+
+// A symlink planted at the temporary name (an attacker who can guess it):
+// the open fails rather than following it, the next name is taken, the
+// link's target is untouched and the report is written.
+Test(report_file, symlink_at_the_temporary_name)
+{
+    make_dir();
+    char path[128], target[128], tmp[4200], buf[256];
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    snprintf(target, sizeof target, "%s/precious", dir);
+    put_file(target, "precious\n");
+    cr_assert(ao_report_tmp_name(path, 0, tmp, sizeof tmp));
+    cr_assert_eq(symlink(target, tmp), 0);
+    // Tomorrow's name differs: a pid and random bits, not just the name.
+    char tmp1[4200];
+    cr_assert(ao_report_tmp_name(path, 1, tmp1, sizeof tmp1));
+    cr_expect_str_neq(tmp, tmp1);
+    cr_expect(strncmp(tmp, path, strlen(path)) == 0, "%s", tmp);
+
+    cr_assert(ao_report_write("AOSHIM_REPORT", path, write_report));
+    cr_expect_str_eq(get_file(target, buf, sizeof buf), "precious\n", "the target was written");
+    cr_expect_str_eq(get_file(path, buf, sizeof buf), "{\"report\": 1}\n");
+    struct stat st;
+    cr_expect(lstat(tmp, &st) == 0 && S_ISLNK(st.st_mode), "the planted link was replaced");
+    // Nothing else left behind: the report, the target, the planted link.
+    char want[256], got[512];
+    const char *base = strrchr(tmp, '/') + 1;
+    snprintf(want, sizeof want, "precious r.json %s", base);
+    cr_expect_str_eq(names_in(dir, got, sizeof got), want);
+    remove_dir();
+}
+
+// A symlink at the report's own name: refused with one warning, the link
+// and its target untouched.
+Test(report_file, symlink_at_the_final_name)
+{
+    make_dir();
+    char path[128], target[128], buf[256];
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    snprintf(target, sizeof target, "%s/precious", dir);
+    put_file(target, "precious\n");
+    cr_assert_eq(symlink(target, path), 0);
+    cr_redirect_stderr();
+    cr_expect(!ao_report_write("AOSHIM_REPORT", path, write_report));
+    cr_expect(!ao_report_write("AOSHIM_REPORT", path, write_report)); // said once per variable
+    cr_expect_str_eq(get_file(target, buf, sizeof buf), "precious\n", "the target was written");
+    struct stat st;
+    cr_expect(lstat(path, &st) == 0 && S_ISLNK(st.st_mode), "the link was replaced");
+    char got[512];
+    cr_expect_str_eq(names_in(dir, got, sizeof got), "precious r.json", "a temporary left behind");
+    char want[300];
+    snprintf(want, sizeof want,
+             "aoshim: warning: AOSHIM_REPORT: cannot write %s: it is a symbolic link; only a "
+             "regular file is replaced\n",
+             path);
+    fflush(stderr);
+    cr_expect_stderr_eq_str(want);
+    remove_dir();
+}
+
+// A FIFO with no reader would block open(2) forever: it is never opened
+// (the timeout fails the test if it is). A directory and a device are
+// refused the same way.
+Test(report_file, fifo_directory_device_refused, .timeout = 10)
+{
+    make_dir();
+    char fifo[128], sub[128];
+    snprintf(fifo, sizeof fifo, "%s/r.fifo", dir);
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    cr_redirect_stderr();
+    cr_expect(!ao_report_write("AOSHIM_REPORT", fifo, write_report));
+    cr_expect(!ao_report_write("AOSHIM_TRACE", sub, write_report));
+    cr_expect(!ao_report_write("AOSHIM_REPORT_HTML", "/dev/null", write_report));
+    struct stat st;
+    cr_expect(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    cr_expect(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode), "/dev/null was replaced");
+    char got[512];
+    cr_expect_str_eq(names_in(dir, got, sizeof got), "r.fifo sub");
+    cr_expect_str_eq(names_in(sub, got, sizeof got), "");
+    char want[1024];
+    snprintf(want, sizeof want,
+             "aoshim: warning: AOSHIM_REPORT: cannot write %s: it is a FIFO; only a regular file "
+             "is replaced\n"
+             "aoshim: warning: AOSHIM_TRACE: cannot write %s: it is a directory; only a regular "
+             "file is replaced\n"
+             "aoshim: warning: AOSHIM_REPORT_HTML: cannot write /dev/null: it is a character "
+             "device; only a regular file is replaced\n",
+             fifo, sub);
+    fflush(stderr);
+    cr_expect_stderr_eq_str(want);
+    remove_dir();
+}
+
+// A regular file at the name is replaced whole (a new inode: a reader that
+// has the old one open keeps the old report), and nothing else is left.
+Test(report_file, regular_file_replaced)
+{
+    make_dir();
+    char path[128], buf[256], got[512];
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    put_file(path, "an old report, longer than the new one\n");
+    cr_assert(ao_report_write("AOSHIM_REPORT", path, write_report));
+    cr_expect_str_eq(get_file(path, buf, sizeof buf), "{\"report\": 1}\n");
+    cr_expect_str_eq(names_in(dir, got, sizeof got), "r.json");
+    remove_dir();
 }

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
+#include "log.h"
 
 Test(config, sizes)
 {
@@ -21,8 +23,36 @@ Test(config, sizes)
     cr_assert_eq(v, 2ull << 30);
     cr_assert_eq(ao_parse_size("3TB", &v), 0);
     cr_assert_eq(v, 3ull << 40);
-    const char *bad[] = {"", "-1", "+5", " 5", "5 ", "1.5G", "G", "1X", "1GiBs", "99999999999T",
-                         "18446744073709551616"};
+    // A B suffix alone means bytes; with a unit, B and iB are both binary.
+    const struct {
+        const char *in;
+        uint64_t want;
+    } good[] = {{"4096B", 4096},    {"0b", 0},           {"1KB", 1024},
+                {"1KiB", 1024},     {"1kib", 1024},      {"2MB", 2u << 20},
+                {"2MiB", 2u << 20}, {"1GB", 1ull << 30}, {"1TiB", 1ull << 40}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        v = 12345;
+        cr_expect_eq(ao_parse_size(good[i].in, &v), 0, "refused '%s'", good[i].in);
+        cr_expect_eq(v, good[i].want, "'%s': %llu", good[i].in, (unsigned long long)v);
+    }
+    const char *bad[] = {"",
+                         "-1",
+                         "+5",
+                         " 5",
+                         "5 ",
+                         "1.5G",
+                         "G",
+                         "1X",
+                         "1GiBs",
+                         "99999999999T",
+                         "18446744073709551616",
+                         "B",
+                         "1BB",
+                         "1iB",
+                         "1Bi",
+                         "1KBB",
+                         "1B ",
+                         "1Ki"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         cr_expect_eq(ao_parse_size(bad[i], &v), -1, "accepted '%s'", bad[i]);
 }
@@ -60,8 +90,8 @@ Test(config, layers)
     cr_assert(ao_layerset_has(&s, 100, 0));
     cr_assert_eq(ao_parse_layers("none", &s), 0);
     cr_assert(!ao_layerset_has(&s, 0, 8));
-    const char *bad[] = {"", "-1", "3-1", "1,,2", "1,", ",1", "1-", "101%", "%", "x", "4097",
-                         "0-4096", "1;2", "50 %"};
+    const char *bad[] = {"",     "-1", "3-1", "1,,2", "1,",     ",1",  "1-",
+                         "101%", "%",  "x",   "4097", "0-4096", "1;2", "50 %"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         cr_expect_eq(ao_parse_layers(bad[i], &s), -1, "accepted '%s'", bad[i]);
 }
@@ -128,10 +158,174 @@ Test(config, load_torch_and_control_log)
                           "false/no/off) or a dotted attribute path of identifiers and integers "
                           "(model.layers, stages.1.blocks)");
 
+    // Empty is "no file", as the documented default is.
     char *env4[] = {"AOSHIM_CONTROL_LOG=", NULL};
-    cr_assert_eq(ao_config_load(&c, env4, err, sizeof err), -1);
-    cr_assert_str_eq(err, "aoshim: error: AOSHIM_CONTROL_LOG='': a file name (%p: pid, %r: rank, "
-                          "%h: host)");
+    cr_assert_eq(ao_config_load(&c, env4, err, sizeof err), 0, "%s", err);
+    cr_assert_null(c.control_log);
+}
+
+// Every file option: an empty value is the default, no file, not an error.
+Test(config, empty_path_means_no_file)
+{
+    ao_config_t c;
+    char err[768];
+    char *env[] = {
+        "AOSHIM_REPORT=", "AOSHIM_TRACE=", "AOSHIM_REPORT_HTML=", "AOSHIM_CONTROL_LOG=", NULL};
+    cr_assert_eq(ao_config_load(&c, env, err, sizeof err), 0, "%s", err);
+    cr_expect_null(c.report);
+    cr_expect_null(c.trace);
+    cr_expect_null(c.report_html);
+    cr_expect_null(c.control_log);
+}
+
+// A bad value's error is one line whatever the value holds: control
+// characters escaped, a backslash doubled (so the text reads back exactly),
+// bytes that are not UTF-8 as \xHH, a long value cut so that what is
+// accepted still shows.
+Test(config, error_line_escapes_the_value)
+{
+    ao_config_t c;
+    char err[768];
+    cr_assert_eq(ao_config_set(&c, "PREFETCH", "1\n2", err, sizeof err), -1);
+    cr_expect_str_eq(err, "aoshim: error: AOSHIM_PREFETCH='1\\n2': an integer from 0 to 64");
+    cr_assert_eq(ao_config_set(&c, "VERBOSE", "\x1b[31mred\x1b[0m", err, sizeof err), -1);
+    cr_expect_str_eq(err, "aoshim: error: AOSHIM_VERBOSE='\\x1b[31mred\\x1b[0m': 0, 1 or 2");
+    cr_assert_eq(ao_config_set(&c, "QUIET", "y\te\rs\\\xff\xc3\xa9", err, sizeof err), -1);
+    cr_expect_str_eq(err, "aoshim: error: AOSHIM_QUIET='y\\te\\rs\\\\\\xff\xc3\xa9': a boolean "
+                          "(1/0, true/false, yes/no, on/off)");
+    char longv[2000];
+    memset(longv, 'x', sizeof longv - 1);
+    longv[sizeof longv - 1] = '\0';
+    cr_assert_eq(ao_config_set(&c, "PREFETCH", longv, err, sizeof err), -1);
+    cr_expect(strstr(err, "xxx...': an integer from 0 to 64") != NULL, "%s", err);
+    cr_expect_null(strchr(err, '\n'));
+    // An unknown name is shown escaped too.
+    cr_assert_eq(ao_config_set(&c, "FO\nO", "1", err, sizeof err), 1);
+    cr_expect_str_eq(err, "unknown variable AOSHIM_FO\\nO ignored");
+}
+
+// The same variable twice (execve allows it): getenv, and so AOSHIM_VERBOSE
+// and the report, show the first; the parser takes the first too, and warns
+// once that the others are ignored.
+Test(config, first_of_a_repeated_variable_wins)
+{
+    ao_config_t c;
+    char err[768];
+    char *env[] = {"AOSHIM_PREFETCH=3", "AOSHIM_MIN_BYTES=4K", "AOSHIM_PREFETCH=5",
+                   "AOSHIM_PREFETCH=lots", NULL};
+    cr_redirect_stderr();
+    cr_assert_eq(ao_config_load(&c, env, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(c.prefetch, 3);
+    cr_expect_eq(c.min_bytes, 4096);
+    fflush(stderr);
+    cr_expect_stderr_eq_str("aoshim: warning: AOSHIM_PREFETCH is set more than once in the "
+                            "environment; the first value, '3', is used\n");
+}
+
+Test(config, first_of_a_repeated_variable_is_checked)
+{
+    ao_config_t c;
+    char err[768];
+    char *env[] = {"AOSHIM_PREFETCH=lots", "AOSHIM_PREFETCH=2", NULL};
+    cr_assert_eq(ao_config_load(&c, env, err, sizeof err), -1);
+    cr_expect_str_eq(err, "aoshim: error: AOSHIM_PREFETCH='lots': an integer from 0 to 64");
+}
+
+// AOSHIM_VERBOSE's listing: every line ends with its newline, a long value
+// (a path) shown whole up to the line's length and cut with "..." past it.
+static char *read_all(int fd, char *buf, size_t size)
+{
+    size_t n = 0;
+    ssize_t r;
+    while (n < size - 1 && (r = read(fd, buf + n, size - 1 - n)) > 0)
+        n += (size_t)r;
+    buf[n] = '\0';
+    return buf;
+}
+
+Test(config, verbose_lines_keep_their_newline)
+{
+    static char out[1 << 16];
+    char path[300], huge[3000];
+    memset(path, 'a', sizeof path - 1);
+    path[0] = '/';
+    path[sizeof path - 1] = '\0';
+    memset(huge, 'b', sizeof huge - 1);
+    huge[sizeof huge - 1] = '\0';
+    setenv("AOSHIM_REPORT", path, 1);
+    setenv("AOSHIM_TRACE", huge, 1);
+    setenv("AOSHIM_TORCH", "model.layers", 1);
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    ao_config_print(p[1]);
+    close(p[1]);
+    read_all(p[0], out, sizeof out);
+    close(p[0]);
+    char want[400];
+    snprintf(want, sizeof want, "aoshim: option AOSHIM_REPORT=%s\n", path);
+    cr_expect(strstr(out, want) != NULL, "no whole line for the 300-character path:\n%s", out);
+    cr_expect(strstr(out, "bbb...\naoshim: option AOSHIM_REPORT_HTML= (default)\n") != NULL,
+              "the 3000-character value is not cut with '...':\n%.200s", out);
+    cr_expect(strstr(out, "\naoshim: option AOSHIM_TORCH=model.layers\n") != NULL, "%s", out);
+    // Every line: "aoshim: option ", at most AO_LOG_LINE bytes with its newline.
+    size_t lines = 0;
+    for (const char *l = out; *l; lines++) {
+        const char *nl = strchr(l, '\n');
+        cr_assert(nl, "a line without its newline: '%.80s'", l);
+        cr_expect(strncmp(l, "aoshim: option AOSHIM_", 22) == 0, "'%.80s'", l);
+        cr_expect_leq((size_t)(nl - l) + 1, AO_LOG_LINE);
+        l = nl + 1;
+    }
+    const char *name, *def, *help;
+    size_t nopt = 0;
+    while (ao_config_describe(nopt, &name, &def, &help))
+        nopt++;
+    cr_expect_eq(lines, nopt, "%zu lines for %zu options", lines, nopt);
+}
+
+// Every message of aoshim's is one line: a control character in what it
+// names (a file name) is escaped, a long one cut with "...".
+Test(log, one_line_per_message)
+{
+    static char out[8192];
+    char huge[3000];
+    memset(huge, 'c', sizeof huge - 1);
+    huge[sizeof huge - 1] = '\0';
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    ao_log_fd(p[1], AO_LOG_WARN, "cannot write %s: %s", "/tmp/a\nb\x1b[2J", "No such file");
+    ao_log_fd(p[1], AO_LOG_INFO, "%s", huge);
+    close(p[1]);
+    read_all(p[0], out, sizeof out);
+    close(p[0]);
+    const char *second = strchr(out, '\n');
+    cr_assert(second);
+    second++;
+    cr_expect(strncmp(out, "aoshim: warning: cannot write /tmp/a\\nb\\x1b[2J: No such file\n",
+                      (size_t)(second - out)) == 0,
+              "%s", out);
+    size_t n = strlen(second);
+    cr_expect_eq(n, AO_LOG_LINE, "the long line is %zu bytes", n);
+    cr_expect(strncmp(second, "aoshim: ccc", 11) == 0);
+    cr_expect(n > 4 && strcmp(second + n - 4, "...\n") == 0, "ends '%s'", second + n - 8);
+}
+
+Test(log, escape_keeps_characters_whole)
+{
+    char out[16];
+    // "é" is two bytes: a cut never splits it, and "..." says there was more.
+    size_t n = ao_escape(out, 10, "abcd\xc3\xa9\xc3\xa9xyz", 12, false);
+    cr_expect_str_eq(out, "abcd\xc3\xa9...");
+    cr_expect_eq(n, 9);
+    ao_escape(out, sizeof out, "a\\b", 3, false);
+    cr_expect_str_eq(out, "a\\b", "a backslash is kept as is unless asked");
+    char wide[32];
+    ao_escape(wide, sizeof wide, "\xed\xa0\x80\xc0\xaf", 5, false);
+    cr_expect_str_eq(wide, "\\xed\\xa0\\x80\\xc0\\xaf",
+                     "a surrogate or overlong form is not UTF-8");
+    cr_expect_eq(ao_utf8_seq("\xf0\x9f\x98\x80", 4), 4);
+    cr_expect_eq(ao_utf8_seq("\xf4\x90\x80\x80", 4), 0, "past U+10FFFF");
+    cr_expect_eq(ao_utf8_seq("\xc3", 1), 0, "cut short");
 }
 
 // The help text is what the verbose listing and the README show: it must say

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 // A bad AOSHIM_* value stops a preloaded program before main: exit status 2
 // and exactly one line naming the variable. A good one changes nothing.
+#define _GNU_SOURCE 1 // execvpe
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,7 +29,8 @@ static int run_with(const char *name, const char *value, char *out, size_t outle
     close(pipefd[1]);
     size_t n = 0;
     ssize_t r;
-    while (n < outlen - 1 && (r = read(pipefd[0], out + n, outlen - 1 - n)) > 0) n += (size_t)r;
+    while (n < outlen - 1 && (r = read(pipefd[0], out + n, outlen - 1 - n)) > 0)
+        n += (size_t)r;
     out[n] = '\0';
     close(pipefd[0]);
     int st;
@@ -35,24 +38,40 @@ static int run_with(const char *name, const char *value, char *out, size_t outle
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+static int run_envp(const char *const *vars, char *out, size_t outlen);
+
 static const struct {
     const char *name, *value;
 } bad[] = {
-    {"AOSHIM_ENABLE", "2"},           {"AOSHIM_ENABLE", ""},
-    {"AOSHIM_ENABLE", "maybe"},       {"AOSHIM_OFFLOAD_LAYERS", "-3"},
-    {"AOSHIM_OFFLOAD_LAYERS", "5-2"}, {"AOSHIM_OFFLOAD_LAYERS", "1,,2"},
-    {"AOSHIM_OFFLOAD_LAYERS", "150%"}, {"AOSHIM_OFFLOAD_LAYERS", "half"},
-    {"AOSHIM_OFFLOAD_LAYERS", ""},    {"AOSHIM_PREFETCH", "-1"},
-    {"AOSHIM_PREFETCH", "65"},        {"AOSHIM_PREFETCH", "1.5"},
-    {"AOSHIM_PREFETCH", "0x2"},       {"AOSHIM_MIN_BYTES", "1Q"},
-    {"AOSHIM_MIN_BYTES", "-4K"},      {"AOSHIM_MIN_BYTES", "4 K"},
-    {"AOSHIM_HOST_LIMIT", "lots"},    {"AOSHIM_HOST_LIMIT", "99999999999999T"},
-    {"AOSHIM_VERBOSE", "3"},          {"AOSHIM_QUIET", "yess"},
-    {"AOSHIM_MIN_BYTES", "1e6"},      {"AOSHIM_OFFLOAD_LAYERS", "0-2,x"},
-    {"AOSHIM_CONTROL_LOG", ""},       {"AOSHIM_TORCH", ""},
-    {"AOSHIM_TORCH", "1"},            {"AOSHIM_TORCH", "on"},
-    {"AOSHIM_TORCH", "model..layers"}, {"AOSHIM_TORCH", "0.blocks"},
-    {"AOSHIM_TORCH", "model.layers."}, {"AOSHIM_TORCH", "model/layers"},
+    {"AOSHIM_ENABLE", "2"},
+    {"AOSHIM_ENABLE", ""},
+    {"AOSHIM_ENABLE", "maybe"},
+    {"AOSHIM_OFFLOAD_LAYERS", "-3"},
+    {"AOSHIM_OFFLOAD_LAYERS", "5-2"},
+    {"AOSHIM_OFFLOAD_LAYERS", "1,,2"},
+    {"AOSHIM_OFFLOAD_LAYERS", "150%"},
+    {"AOSHIM_OFFLOAD_LAYERS", "half"},
+    {"AOSHIM_OFFLOAD_LAYERS", ""},
+    {"AOSHIM_PREFETCH", "-1"},
+    {"AOSHIM_PREFETCH", "65"},
+    {"AOSHIM_PREFETCH", "1.5"},
+    {"AOSHIM_PREFETCH", "0x2"},
+    {"AOSHIM_MIN_BYTES", "1Q"},
+    {"AOSHIM_MIN_BYTES", "-4K"},
+    {"AOSHIM_MIN_BYTES", "4 K"},
+    {"AOSHIM_HOST_LIMIT", "lots"},
+    {"AOSHIM_HOST_LIMIT", "99999999999999T"},
+    {"AOSHIM_VERBOSE", "3"},
+    {"AOSHIM_QUIET", "yess"},
+    {"AOSHIM_MIN_BYTES", "1e6"},
+    {"AOSHIM_OFFLOAD_LAYERS", "0-2,x"},
+    {"AOSHIM_TORCH", ""},
+    {"AOSHIM_TORCH", "1"},
+    {"AOSHIM_TORCH", "on"},
+    {"AOSHIM_TORCH", "model..layers"},
+    {"AOSHIM_TORCH", "0.blocks"},
+    {"AOSHIM_TORCH", "model.layers."},
+    {"AOSHIM_TORCH", "model/layers"},
     {"AOSHIM_TORCH", "auto "},
 };
 
@@ -87,10 +106,162 @@ Test(preload_env, good_values_are_silent)
         cr_assert_eq(run_with("AOSHIM_TORCH", torch[i], out, sizeof out), 0, "%s", torch[i]);
         cr_assert_str_eq(out, "", "AOSHIM_TORCH=%s", torch[i]);
     }
-    // Opened at the first control call only: `true` makes none, so no file.
-    cr_assert_eq(run_with("AOSHIM_CONTROL_LOG", "/nonexistent/ctl.log", out, sizeof out), 0);
+    // Opened at the first control call only: `true` makes none, so no file
+    // (its directory is checked at load, though: see below).
+    char dir[] = "/tmp/aoshim-preload-env.XXXXXX", ctl[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(ctl, sizeof ctl, "%s/ctl-%%p.log", dir);
+    cr_assert_eq(run_with("AOSHIM_CONTROL_LOG", ctl, out, sizeof out), 0);
     cr_assert_str_eq(out, "");
+    cr_expect_eq(rmdir(dir), 0, "the control log was created in %s", dir);
     cr_assert_eq(run_with("AOSHIM_VERBOSE", "1", out, sizeof out), 0);
     cr_assert(strstr(out, "aoshim: version 0.1.0") == out, "%s", out);
     cr_assert(strstr(out, "AOSHIM_PREFETCH=1 (default)") != NULL, "%s", out);
+}
+
+// Run `true` under the shim with exactly envp (plus LD_PRELOAD, first):
+// execve allows a variable twice, which setenv cannot make.
+static int run_envp(const char *const *vars, char *out, size_t outlen)
+{
+    char preload[1024];
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", getenv("AO_TEST_SHIM"));
+    char *envp[32] = {preload};
+    size_t n = 1;
+    for (; *vars && n < 31; vars++)
+        envp[n++] = (char *)*vars;
+    envp[n] = NULL;
+    int pipefd[2];
+    cr_assert_eq(pipe(pipefd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pipefd[1], 2);
+        close(pipefd[0]);
+        char *argv[] = {"true", NULL};
+        execvpe("true", argv, envp);
+        _exit(127);
+    }
+    close(pipefd[1]);
+    size_t k = 0;
+    ssize_t r;
+    while (k < outlen - 1 && (r = read(pipefd[0], out + k, outlen - 1 - k)) > 0)
+        k += (size_t)r;
+    out[k] = '\0';
+    close(pipefd[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// A value holding a newline or a terminal escape: still one line, the
+// value shown escaped.
+Test(preload_env, control_characters_are_escaped)
+{
+    char out[2048];
+    cr_assert_eq(run_with("AOSHIM_PREFETCH", "1\n2", out, sizeof out), 2);
+    cr_expect_str_eq(out, "aoshim: error: AOSHIM_PREFETCH='1\\n2': an integer from 0 to 64\n");
+    cr_assert_eq(run_with("AOSHIM_VERBOSE", "\x1b]0;pwned\x07\x1b[2J", out, sizeof out), 2);
+    cr_expect_str_eq(out,
+                     "aoshim: error: AOSHIM_VERBOSE='\\x1b]0;pwned\\x07\\x1b[2J': 0, 1 or 2\n");
+}
+
+// An empty file option is the documented default, no file: silent, exit 0.
+Test(preload_env, empty_paths_mean_no_file)
+{
+    char out[2048];
+    const char *vars[] = {"AOSHIM_REPORT", "AOSHIM_TRACE", "AOSHIM_REPORT_HTML",
+                          "AOSHIM_CONTROL_LOG"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        cr_expect_eq(run_with(vars[i], "", out, sizeof out), 0, "%s=''", vars[i]);
+        cr_expect_str_eq(out, "", "%s=''", vars[i]);
+    }
+}
+
+// A file that cannot be created is said at load, once, as open(2) would
+// say it, and that file is off; the program runs.
+Test(preload_env, unwritable_paths_warn_at_load)
+{
+    char out[2048], want[512];
+    const char *vars[] = {"AOSHIM_REPORT", "AOSHIM_TRACE", "AOSHIM_REPORT_HTML",
+                          "AOSHIM_CONTROL_LOG"};
+    const char *what[] = {"no report", "no trace", "no HTML report", "no control log"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        cr_expect_eq(run_with(vars[i], "/nonexistent-aoshim/dir/r.json", out, sizeof out), 0);
+        snprintf(want, sizeof want,
+                 "aoshim: warning: %s: cannot write /nonexistent-aoshim/dir/r.json: No such file "
+                 "or directory; %s\n",
+                 vars[i], what[i]);
+        cr_expect_str_eq(out, want);
+        cr_expect_eq(run_with(vars[i], "/etc/passwd/r.json", out, sizeof out), 0);
+        snprintf(want, sizeof want,
+                 "aoshim: warning: %s: cannot write /etc/passwd/r.json: Not a directory; %s\n",
+                 vars[i], what[i]);
+        cr_expect_str_eq(out, want);
+    }
+    // After %p/%r/%h expansion: the name shown is the expanded one.
+    cr_expect_eq(run_with("AOSHIM_REPORT", "/nonexistent-aoshim-%r/%p.json", out, sizeof out), 0);
+    const char *head = "aoshim: warning: AOSHIM_REPORT: cannot write /nonexistent-aoshim-0/";
+    cr_expect(strncmp(out, head, strlen(head)) == 0, "%s", out);
+    cr_expect_null(strstr(out, "%p"), "%s", out);
+    // A directory without write permission (root may write anywhere).
+    if (geteuid() != 0) {
+        char dir[] = "/tmp/aoshim-ro.XXXXXX", path[64];
+        cr_assert(mkdtemp(dir));
+        chmod(dir, 0555);
+        snprintf(path, sizeof path, "%s/r.json", dir);
+        cr_expect_eq(run_with("AOSHIM_TRACE", path, out, sizeof out), 0);
+        snprintf(want, sizeof want,
+                 "aoshim: warning: AOSHIM_TRACE: cannot write %s: Permission denied; no trace\n",
+                 path);
+        cr_expect_str_eq(out, want);
+        rmdir(dir);
+    }
+    // The program's own streams are not files in /dev.
+    cr_expect_eq(run_with("AOSHIM_CONTROL_LOG", "/dev/stderr", out, sizeof out), 0);
+    cr_expect_str_eq(out, "");
+    cr_expect_eq(run_with("AOSHIM_REPORT", "/dev/stdout", out, sizeof out), 0);
+    cr_expect_str_eq(out, "");
+    // With AOSHIM_ENABLE=0 no report is ever written: nothing to say.
+    const char *off[] = {"AOSHIM_ENABLE=0", "AOSHIM_REPORT=/nonexistent-aoshim/r.json", NULL};
+    cr_expect_eq(run_envp(off, out, sizeof out), 0);
+    cr_expect_str_eq(out, "");
+}
+
+// The same variable twice in the environment: the first is used, as getenv
+// (and so AOSHIM_VERBOSE and the report) sees it, with one warning.
+Test(preload_env, first_of_a_repeated_variable_wins)
+{
+    char out[8192];
+    const char *env[] = {"AOSHIM_PREFETCH=2", "AOSHIM_VERBOSE=1", "AOSHIM_PREFETCH=lots",
+                         "AOSHIM_PREFETCH=7", NULL};
+    cr_assert_eq(run_envp(env, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "aoshim: warning: AOSHIM_PREFETCH is set more than once in the "
+                          "environment; the first value, '2', is used\n"),
+              "%s", out);
+    cr_expect(strstr(out, "aoshim: option AOSHIM_PREFETCH=2\n"), "%s", out);
+    const char *bad[] = {"AOSHIM_PREFETCH=lots", "AOSHIM_PREFETCH=2", NULL};
+    cr_assert_eq(run_envp(bad, out, sizeof out), 2, "%s", out);
+    cr_expect_str_eq(out, "aoshim: error: AOSHIM_PREFETCH='lots': an integer from 0 to 64\n");
+}
+
+// AOSHIM_VERBOSE with a long value: every line whole, with its newline.
+Test(preload_env, verbose_long_value_keeps_newlines)
+{
+    char out[16384], path[400];
+    memset(path, 'a', sizeof path - 1);
+    memcpy(path, "/tmp/", 5);
+    path[sizeof path - 1] = '\0';
+    const char *env[] = {"AOSHIM_VERBOSE=1", NULL, NULL};
+    char var[450];
+    snprintf(var, sizeof var, "AOSHIM_REPORT=%s", path);
+    env[1] = var;
+    cr_assert_eq(run_envp(env, out, sizeof out), 0, "%s", out);
+    char want[500];
+    snprintf(want, sizeof want, "aoshim: option AOSHIM_REPORT=%s\naoshim: option ", path);
+    cr_expect(strstr(out, want), "%s", out);
+    for (const char *l = out; *l;) {
+        const char *nl = strchr(l, '\n');
+        cr_assert(nl, "no newline: '%.60s'", l);
+        cr_expect(strncmp(l, "aoshim: ", 8) == 0, "'%.60s'", l);
+        l = nl + 1;
+    }
 }

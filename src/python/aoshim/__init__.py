@@ -141,8 +141,20 @@ def set_frontend(text):
     return f(text.encode("utf-8", "replace"))
 
 
+def _env(name, default=None):
+    """An environment variable as the library reads it: with a name given
+    twice, getenv (and so aoshim's C side) sees the first, os.environ the last."""
+    try:
+        getenv = ctypes.CDLL(None).getenv
+        getenv.restype, getenv.argtypes = ctypes.c_char_p, [ctypes.c_char_p]
+        v = getenv(name.encode())
+        return default if v is None else v.decode("utf-8", "replace")
+    except (OSError, AttributeError):
+        return os.environ.get(name, default)
+
+
 def _verbose():
     try:
-        return int(os.environ.get("AOSHIM_VERBOSE", "0") or 0)
+        return int(_env("AOSHIM_VERBOSE", "0") or 0)
     except ValueError:
         return 0

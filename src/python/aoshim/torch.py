@@ -21,7 +21,6 @@ control API:
 or the block list named (``model.layers``, relative to the model called).
 ``offload(blocks)`` is the explicit form for models aoshim cannot read.
 """
-import os
 import sys
 import threading
 
@@ -375,7 +374,7 @@ def _discover(module, args):
 
 
 def _mode():
-    v = os.environ.get("AOSHIM_TORCH", "auto").strip() or "auto"
+    v = aoshim._env("AOSHIM_TORCH", "auto").strip() or "auto"
     return "off" if v.lower() in ("0", "false", "no", "off") else v
 
 
