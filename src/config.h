@@ -56,7 +56,11 @@ typedef struct ao_layerset_s {
     X(REPORT_HTML, report_html, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
       "write a self-contained HTML page with the memory timeline to this file at exit")            \
     X(STACKS, stacks, bool, "1", "a boolean (1/0, true/false, yes/no, on/off)",                    \
-      "0: do not capture call stacks of tracked allocations (the report's call sites)")            \
+      "0: do not capture call stacks of tracked allocations (the report's call sites)")          \
+    X(CHECK, check, bool, "0", "a boolean (1/0, true/false, yes/no, on/off)",                      \
+      "1: a freed tracked buffer is unmapped at once and its address never reused, so a "          \
+      "use after free faults as it would without aoshim (each buffer its own 2 MiB mapping: "      \
+      "for debugging, not for speed)")            \
     X(CONTROL_LOG, control_log, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
       "write one line per layer-boundary call, '<call> <layer> <microbatch>', to this file, "      \
       "also in a process without a GPU")                                                           \

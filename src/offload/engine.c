@@ -463,7 +463,9 @@ static void chunk_release(ao_chunk_t *c)
                   c->mapped ? 0 : -(int64_t)c->size);
     ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
     if (c->mapped) chunk_unmap(c);
-    ao_va_free(c->base, c->size);
+    // AOSHIM_CHECK: the address stays reserved and unmapped for good, so a
+    // use after free faults instead of finding a later buffer there.
+    if (!ao_config.check) ao_va_free(c->base, c->size);
     ao_extents_clear(&c->free);
     event_put(c->ev_copy, false);
     for (int i = 0; i < c->nfree_ev; i++)
@@ -729,7 +731,8 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
         goto out;
     }
     size_t rsize = (size + AO_ALIGN - 1) & ~(AO_ALIGN - 1);
-    ao_buffer_t *b = suballoc(s, rsize);
+    // AOSHIM_CHECK: every buffer its own chunk, so that its free can unmap it.
+    ao_buffer_t *b = ao_config.check ? NULL : suballoc(s, rsize);
     if (!b) {
         // One chunk for the layer's whole saved set when last step told us
         // its size; otherwise a chunk of this buffer's own size.
@@ -816,7 +819,13 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
         note_stream_locked(stream);
         free_event(c, stream);
     }
-    if (c->nlive == 0) chunk_retire(c);
+    if (c->nlive == 0) {
+        chunk_retire(c);
+        // AOSHIM_CHECK: unmapped at once. The host waits for the events of
+        // the free's point on the GPU (work queued before it may still read
+        // the buffer), then the chunk goes. Slow: a debugging mode.
+        if (ao_config.check) drain_locked();
+    }
     pthread_mutex_unlock(&E.mu);
     return CUDA_SUCCESS;
 }
