@@ -154,3 +154,19 @@ def test_compile_model_is_left_alone(tmp_path):
     log, shim = control_log(tmp_path, "--layers", "3", "--compile", "model")
     assert log == []
     assert shim.stderr.count("aoshim does not offload compiled blocks") == 1, shim.stderr
+
+
+# --- torchrun: every rank runs its own aoshim, with its own control log (%r) ---------------------
+def test_torchrun_ddp_each_rank(tmp_path):
+    import sys
+    from conftest import HERE, run
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+            "--master_port", str(29500 + (hash(str(tmp_path)) % 500)), str(HERE / "train.py"),
+            "--layers", "3", "--ddp"]
+    base = run(argv, OMP_NUM_THREADS=1)
+    shim = run(argv, shim=True, OMP_NUM_THREADS=1, AOSHIM_CONTROL_LOG=tmp_path / "ctl.%r.log")
+    assert sorted(re.findall(r"^losses .*$", shim.stdout, re.M)) == \
+        sorted(re.findall(r"^losses .*$", base.stdout, re.M))
+    assert len(re.findall(r"^losses ", base.stdout, re.M)) == 2
+    for rank in (0, 1):
+        assert (tmp_path / f"ctl.{rank}.log").read_text().splitlines() == expected(3), rank

@@ -25,6 +25,8 @@ p.add_argument("--explicit", action="store_true", help="call aoshim.torch.offloa
 p.add_argument("--keep", action="store_true", help="aoshim.keep() one tensor, print aoshim.stats()")
 p.add_argument("--compile", default="none", choices=["none", "blocks", "model"],
                help="torch.compile each block, or the whole model")
+p.add_argument("--ddp", action="store_true",
+               help="DistributedDataParallel over gloo (run under torchrun)")
 p.add_argument("--sim", type=int, default=0, metavar="MIB",
                help="each block keeps MIB MiB of device memory for its backward (simulated GPU)")
 args = p.parse_args()
@@ -224,6 +226,10 @@ if args.compile == "blocks":
         model.transformer.h[i] = torch.compile(b)
 elif args.compile == "model":
     model = torch.compile(model)
+if args.ddp:
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    model = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
 if args.explicit:
     import aoshim.torch
     aoshim.torch.offload(model.transformer.h)
@@ -250,4 +256,6 @@ if args.keep:
     import aoshim
     print("stats", sorted(aoshim.stats()))
 print("losses " + " ".join(x.hex() for x in losses))
+if args.ddp:
+    dist.destroy_process_group()
 assert all(math.isfinite(x) for x in losses)
