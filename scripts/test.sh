@@ -21,3 +21,15 @@ fi
 ninja -C build-san >/dev/null
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-san --suite unit --print-errorlogs --num-processes "$(nproc)"
+
+echo "== ThreadSanitizer pass (the preloaded shim under 8 threads) ==" >&2
+# Its own build: the shim, the simulator and the test programs instrumented.
+# Any report fails the run (halt_on_error), as do a wrong byte, a race or
+# fault the simulator saw, and the stress test's watchdog.
+if [ ! -f build-tsan/build.ninja ]; then
+    meson setup build-tsan -Db_sanitize=thread -Db_lundef=false >/dev/null
+fi
+ninja -C build-tsan >/dev/null
+TSAN_OPTIONS=halt_on_error=1 \
+    meson test -C build-tsan e2e_stress_tsan e2e_stress_threads --print-errorlogs \
+    --num-processes "$(nproc)"

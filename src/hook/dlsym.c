@@ -27,8 +27,17 @@ __attribute__((visibility("hidden"))) void *ao_dlsym_handle(void *handle, const 
     void *(*real)(void *, const char *) = (void *(*)(void *, const char *))ao_dlsym_init();
     void *r = real ? real(handle, name) : NULL;
     if (!r || !name || name[0] != 'c' || name[1] != 'u' || ao_in_hook) return r;
-    static void *cuda, *self;
-    if (!cuda) cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    // Both handles are found once and never change (a library opened with
+    // RTLD_NOLOAD stays loaded while aoshim holds a reference): threads that
+    // race to find them store the same value. Relaxed atomics suffice, as
+    // the handle is only compared and passed back to the dynamic linker,
+    // which orders its own data.
+    static void *cuda_h, *self_h;
+    void *cuda = __atomic_load_n(&cuda_h, __ATOMIC_RELAXED);
+    if (!cuda) {
+        cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        if (cuda) __atomic_store_n(&cuda_h, cuda, __ATOMIC_RELAXED);
+    }
     if (!cuda || handle != cuda) return r;
     // The driver looking itself up (a driver may build its own tables with
     // dlsym) must get its own functions: aoshim's wrappers call those.
@@ -36,11 +45,13 @@ __attribute__((visibility("hidden"))) void *ao_dlsym_handle(void *handle, const 
     if (dladdr(__builtin_return_address(0), &caller) && dladdr(r, &found) &&
         caller.dli_fbase == found.dli_fbase)
         return r;
+    void *self = __atomic_load_n(&self_h, __ATOMIC_RELAXED);
     if (!self) {
         Dl_info info;
         if (dladdr((void *)ao_dlsym_handle, &info) && info.dli_fname)
             self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
         if (!self) return r;
+        __atomic_store_n(&self_h, self, __ATOMIC_RELAXED);
     }
     // The driver's own name of a function aoshim wraps is the name aoshim
     // exports it under (cuLaunchKernel_ptsz, cuMemAlloc_v2, cuGetProcAddress_v2 ...).
@@ -61,13 +72,18 @@ __asm__(".text\n"
         "    testq %rax, %rax\n"
         "    jz 2f\n"
         "    jmp *%rax\n" // the caller's return address is still on the stack
+        // First lookup, perhaps from a sanitizer runtime's constructor before
+        // aoshim's: ao_dlsym_init runs nothing instrumented (see real.c).
         "2:  pushq %rdi\n"
         "    pushq %rsi\n"
-        "    subq $8, %rsp\n"
+        "    subq $8, %rsp\n" // the call's stack 16-byte aligned
         "    call ao_dlsym_init\n"
         "    addq $8, %rsp\n"
         "    popq %rsi\n"
         "    popq %rdi\n"
+        "    testq %rax, %rax\n"
+        "    jz 3f\n"
         "    jmp *%rax\n"
+        "3:  ret\n" // no real dlsym found: answer NULL rather than jump to 0
         ".size dlsym, .-dlsym\n");
 #endif

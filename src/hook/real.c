@@ -14,15 +14,35 @@ ao_real_t ao_real;
 // --- dlsym --------------------------------------------------------------------------------
 // The real dlsym (aoshim interposes dlsym, see dlsym.c): resolved with
 // dlvsym, which aoshim does not interpose.
+//
+// The hazard: a sanitizer runtime finds the functions it intercepts with
+// dlsym(RTLD_NEXT, name) while it initialises, from its own constructor,
+// before aoshim's and before its own interceptors and per-thread state are
+// ready. That dlsym is aoshim's trampoline, which calls this function. So
+// it must run nothing the sanitizer instruments (function entry, atomics:
+// they would use the runtime's state before it exists) and call nothing it
+// intercepts (dlopen, malloc, pthread_*: the real functions are not yet
+// found). Hence no instrumentation, and dlvsym alone. The pointer is
+// published with a release store, read with acquire loads (the trampoline's
+// plain x86-64 load is one); the value is a function in libc, relocated
+// before any constructor runs, so any thread that sees it may call it.
+// Racing first calls store the same address.
+#if __has_attribute(disable_sanitizer_instrumentation)
+#define AO_NO_SANITIZE __attribute__((disable_sanitizer_instrumentation)) // clang: none at all
+#else
+#define AO_NO_SANITIZE __attribute__((no_sanitize_thread, no_sanitize_address)) // gcc: none
+#endif
 void *(*ao_real_dlsym)(void *, const char *);
 
-void *ao_dlsym_init(void)
+AO_NO_SANITIZE void *ao_dlsym_init(void)
 {
     void *p = (void *)__atomic_load_n(&ao_real_dlsym, __ATOMIC_ACQUIRE);
     if (p) return p;
     p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
     if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    __atomic_store_n(&ao_real_dlsym, (void *(*)(void *, const char *))p, __ATOMIC_RELEASE);
+    // Not found (not glibc, or too early to tell): nothing stored, so the
+    // next call asks again; the trampoline answers NULL meanwhile.
+    if (p) __atomic_store_n(&ao_real_dlsym, (void *(*)(void *, const char *))p, __ATOMIC_RELEASE);
     return p;
 }
 

@@ -86,7 +86,8 @@ void ao_vmm_mark(CUdeviceptr p, size_t size, uint8_t state, void *owner)
 {
     size_t first = ao_vmm_index(p), n = size >> ao_vmm.shift;
     for (size_t i = 0; i < n; i++) {
-        ao_vmm.owner[first + i] = owner;
+        // Relaxed: the release store of the state after it publishes it.
+        __atomic_store_n(&ao_vmm.owner[first + i], owner, __ATOMIC_RELAXED);
         __atomic_store_n(&ao_vmm.state[first + i], state, __ATOMIC_RELEASE);
     }
 }

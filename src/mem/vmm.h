@@ -21,7 +21,8 @@
 
 // What a launch may do with a pointer into the reservation, per granule,
 // read without a lock by the launch scan (the engine writes it, under its
-// lock, before the change it describes can matter).
+// lock, before the change it describes can matter). See ao_vmm_mark for the
+// order of a granule's state and owner.
 enum ao_granule_state {
     AO_GS_NONE = 0,     // no chunk here: not aoshim's business
     AO_GS_RESIDENT = 1, // mapped, no copy in flight: any stream may use it
@@ -29,11 +30,15 @@ enum ao_granule_state {
     AO_GS_AWAY = 3,     // being copied out, or offloaded: the engine must act
 };
 
+// Published once: every field is written before ao_vmm_init's release store
+// of size and never after, so a reader that loaded size with acquire and
+// found it nonzero may read the others plainly (the launch hooks do, before
+// the scan). Only state[] and owner[] change later, and only atomically.
 typedef struct ao_vmm_s {
     CUdeviceptr base; // the reservation
-    size_t size;
-    size_t granule; // cuMemGetAllocationGranularity, minimum
-    unsigned shift; // log2(granule)
+    size_t size;      // 0 until the reservation is ready
+    size_t granule;   // cuMemGetAllocationGranularity, minimum
+    unsigned shift;   // log2(granule)
     CUdevice device;
     uint8_t *state; // per granule: enum ao_granule_state
     void **owner;   // per granule: the engine's chunk
@@ -44,15 +49,21 @@ extern ao_vmm_t ao_vmm;
 // Reserve the range (four times the device memory, less if refused).
 // CUDA_SUCCESS or the driver's error.
 CUresult ao_vmm_init(void);
+// Any thread, before or after ao_vmm_init: size first (acquire), and base
+// only when size says it is published.
 static inline bool ao_vmm_owns(CUdeviceptr p)
 {
-    return p - ao_vmm.base < ao_vmm.size; // one subtraction and compare
+    size_t size = __atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE);
+    return size && p - ao_vmm.base < size; // one subtraction and compare
 }
 static inline size_t ao_vmm_index(CUdeviceptr p)
 {
     return (size_t)(p - ao_vmm.base) >> ao_vmm.shift;
 }
-// Mark [p, p+size) (granule-aligned) with a state and an owner.
+// Mark [p, p+size) (granule-aligned) with a state and an owner (the engine,
+// under its lock). Per granule the owner is stored before the state, the
+// state with release: a reader that loads the state with acquire, then the
+// owner, gets that state's owner or a later one (see ao_word_ok).
 void ao_vmm_mark(CUdeviceptr p, size_t size, uint8_t state, void *owner);
 static inline size_t ao_vmm_round(size_t n)
 {

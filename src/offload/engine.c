@@ -14,6 +14,7 @@
 #include "engine.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -352,6 +353,12 @@ static bool ensure_ready(void)
 // usable: the release waits for every launch checked before it (see
 // release_point). Past it, any use is the engine's business. Reloading, it is
 // usable on the stream already made to wait for it.
+// Written under the engine's lock, read by the launch scan without it.
+static void set_safe_stream(ao_chunk_t *c, CUstream s)
+{
+    __atomic_store_n(&c->safe_stream, s, __ATOMIC_RELAXED);
+}
+
 static void chunk_set(ao_chunk_t *c, ao_state_t st)
 {
     c->state = st;
@@ -412,13 +419,17 @@ static ao_chunk_t *chunk_alloc(void)
     ao_chunk_t *c = spare_chunks;
     if (!c) return calloc(1, sizeof *c);
     spare_chunks = c->next;
-    memset(c, 0, sizeof *c);
+    // A recycled chunk may still be read by a scan: its safe_stream (already
+    // NULL since chunk_recycle) is not part of the plain clear.
+    memset(c, 0, offsetof(ao_chunk_t, safe_stream));
+    memset((char *)c + offsetof(ao_chunk_t, safe_stream) + sizeof c->safe_stream, 0,
+           sizeof *c - offsetof(ao_chunk_t, safe_stream) - sizeof c->safe_stream);
     return c;
 }
 
 static void chunk_recycle(ao_chunk_t *c)
 {
-    c->safe_stream = NULL;
+    set_safe_stream(c, NULL);
     c->next = spare_chunks;
     spare_chunks = c;
 }
@@ -1017,7 +1028,7 @@ static void cancel_chunk(ao_chunk_t *c)
     event_put(c->ev_copy, false);
     c->ev_copy = record(E.d2h, false);
     defer_host_slots(c);
-    c->safe_stream = NULL;
+    set_safe_stream(c, NULL);
     // The copies still read it: every stream that uses it from now on waits
     // for them first (on the GPU, once), as after a reload. A kernel that
     // writes it must not run under a copy still reading.
@@ -1088,7 +1099,7 @@ static int reload(ao_scope_t *s, bool missed)
             if (!b->freed && b->host) ao_rec_site(b->site, (int64_t)b->size, 0);
         bytes += cbytes;
         buffers += cbuffers;
-        c->safe_stream = NULL;
+        set_safe_stream(c, NULL);
         c->reloaded = true;
         chunk_set(c, AO_RELOADING);
     }
@@ -1293,7 +1304,7 @@ int ao_engine_backward_begin(int layer)
         ao_real.cuStreamWaitEvent(cs, s->ev_reloaded, 0);
         for (ao_chunk_t *c = s->chunks; c; c = c->next)
             if (c->state == AO_RELOADING) {
-                c->safe_stream = cs; // launches on cs need no more than this wait
+                set_safe_stream(c, cs); // launches on cs need no more than this wait
                 chunk_set(c, AO_RELOADING);
             }
     }
@@ -1409,7 +1420,13 @@ int ao_engine_keep(CUdeviceptr p)
 // --- the safety net's slow path ---------------------------------------------------------------
 CUstream ao_engine_safe_stream(const void *chunk)
 {
-    return chunk ? ((const ao_chunk_t *)chunk)->safe_stream : NULL;
+    // Relaxed: the scan read the chunk's state (seq_cst) first, and the
+    // field is written before chunk_set's release store of that state, so
+    // this is that state's value or a later one: a later one either comes
+    // with a GPU wait already issued for that stream, or is NULL, which only
+    // sends the launch to the slow path.
+    return chunk ? __atomic_load_n(&((const ao_chunk_t *)chunk)->safe_stream, __ATOMIC_RELAXED)
+                 : NULL;
 }
 
 static bool stream_capturing(CUstream s)
@@ -1453,7 +1470,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
         gpu_wait(s, sc->ev_reloaded);
         gpu_wait(s, c->ev_copy);
         if (!c->safe_stream) {
-            c->safe_stream = s;
+            set_safe_stream(c, s);
             chunk_set(c, AO_RESIDENT);
         }
     }
@@ -1464,7 +1481,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
         } else if (c->safe_stream != s) {
             ao_real.cuStreamWaitEvent(s, sc->ev_reloaded, 0);
             if (!c->safe_stream) {
-                c->safe_stream = s;
+                set_safe_stream(c, s);
                 chunk_set(c, AO_RELOADING);
             }
             late = true;

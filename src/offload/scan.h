@@ -99,13 +99,45 @@ static inline bool ao_scan_is_waived(const void *chunk)
     return false;
 }
 
+// --- the lock-free reads, and why they suffice ------------------------------------------
+// The caller has loaded ao_vmm.size with acquire and found it nonzero (every
+// launch hook does before it scans): base, size, shift and the table
+// pointers are then published and never change, so they are read plainly.
+// A granule's state and owner change under the engine's lock, read here
+// without it, so both are atomics:
+//  - The state is loaded seq_cst: on x86-64 the same mov as a relaxed load
+//    (on AArch64 an ldar instead of an ldr). It pairs with the release's
+//    fence in ao_scan_quiesce: this thread's busy mark (seq_cst) precedes its
+//    state load in the single order S; the engine's AWAY store precedes its fence,
+//    which precedes its reads of the marks. Either the engine sees the mark
+//    and waits for this launch to be enqueued, or the fence precedes the mark
+//    in S and the load sees AWAY (or later): never a stale RESIDENT after a
+//    release went ahead. A relaxed load would not be ordered after the mark
+//    by C11 (only a fence or a seq_cst load is).
+//  - The owner is loaded after the state, relaxed: ao_vmm_mark stores it
+//    before the state's release store, so it is the owner of the state seen
+//    or a later one. A later owner (the chunk was released and the address
+//    reused meanwhile) only sends the word to the slow path, which looks the
+//    chunk up again under the lock; a chunk struct is never freed (recycled),
+//    so reading one is safe either way.
+static inline uint8_t ao_granule_state(const uint8_t *state, uint64_t i)
+{
+    return __atomic_load_n(&state[i], __ATOMIC_SEQ_CST);
+}
+
+static inline const void *ao_granule_owner(uint64_t i)
+{
+    return __atomic_load_n(&ao_vmm.owner[i], __ATOMIC_RELAXED);
+}
+
 static inline bool ao_word_ok(uint64_t w, CUstream s)
 {
     uint64_t off = w - ao_vmm.base;
     if (off >= ao_vmm.size) return true;
-    const void *owner = ao_vmm.owner[off >> ao_vmm.shift];
+    uint64_t i = off >> ao_vmm.shift;
+    uint8_t st = ao_granule_state(ao_vmm.state, i);
+    const void *owner = ao_granule_owner(i); // after the state: see above
     if (__atomic_load_n(&ao_capturing, __ATOMIC_RELAXED)) return ao_scan_is_waived(owner);
-    uint8_t st = __atomic_load_n(&ao_vmm.state[off >> ao_vmm.shift], __ATOMIC_ACQUIRE);
     if (st <= AO_GS_RESIDENT) return true;
     return (st == AO_GS_STREAM && ao_engine_safe_stream(owner) == s) || ao_scan_is_waived(owner);
 }
@@ -129,7 +161,7 @@ again:;
         memcpy(&w, src, sizeof w);
         uint64_t off = w - base;
         if (off >= size) continue;
-        uint8_t st = __atomic_load_n(&state[off >> shift], __ATOMIC_RELAXED);
+        uint8_t st = ao_granule_state(state, off >> shift);
         if (!capturing && st <= AO_GS_RESIDENT) continue;
         if (ao_word_ok(w, s)) continue;
         ao_scan_slow(w, s, L->name);

@@ -8,6 +8,7 @@
 #include "record.h"
 
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,8 +253,30 @@ void ao_rec_memory(int layer, int64_t resident_delta, int64_t offloaded_delta)
 // allocation, and two threads allocating at once never share it.
 static AO_TLS void *tls_pc[AO_SITE_DEPTH + 2];
 
+#if defined(__SANITIZE_THREAD__)
+#define AO_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define AO_TSAN 1
+#endif
+#endif
+
+#ifdef AO_TSAN
+// Under ThreadSanitizer (a test build): glibc's backtrace instead.
+// unw_backtrace keeps a per-thread cache that a thread-exit destructor frees
+// in the last destructor round, taking a lock; ThreadSanitizer tears the
+// thread's state down in that same round, earlier, and the lock's
+// interceptor then crashes every thread that ever captured a stack.
+#define unw_backtrace_fn backtrace
+static bool unwinder(void)
+{
+    return true;
+}
+#else
 // libunwind, opened once with RTLD_LOCAL (see src/meson.build for why it is
-// not linked): 0 not tried, 1 ready, -1 unavailable (no call sites).
+// not linked): 0 not tried, 1 ready, -1 unavailable (no call sites). Callers
+// hold the engine's lock; the function pointer is written before the
+// release store of the state and read after an acquire load of it.
 static int unw_state;
 #define AO_UNW_NAME2(x) #x
 #define AO_UNW_NAME(x)  AO_UNW_NAME2(x)
@@ -283,6 +306,7 @@ static bool unwinder(void)
     __atomic_store_n(&unw_state, bt ? 1 : -1, __ATOMIC_RELEASE);
     return bt != NULL;
 }
+#endif
 
 static int site_add(int layer, uint64_t bytes, void **pc, int depth)
 {
