@@ -401,6 +401,11 @@ static CUresult chunk_map(ao_chunk_t *c)
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         drain_locked();
         r = ao_phys_map(c->base, c->size, &c->phys);
+    } else if (r != CUDA_SUCCESS) {
+        // Once more: a failed map or set-access may have been passing (the
+        // failed attempt undid itself), and a chunk left unmapped is a fault
+        // for the next kernel that needs it.
+        r = ao_phys_map(c->base, c->size, &c->phys);
     }
     if (r == CUDA_SUCCESS) {
         c->mapped = true;
@@ -1054,10 +1059,15 @@ static int reload(ao_scope_t *s, bool missed)
         CUresult r = chunk_map(c);
         if (r != CUDA_SUCCESS) {
             ao_stat_add(AO_STAT_KEPT_NO_DEVICE_SPACE, 1);
-            ao_log(AO_LOG_ERROR,
-                   "out of device memory reloading layer %d (microbatch %d): %zu bytes stay in "
-                   "host memory; kernels that read them will fail",
-                   s->layer, s->mb, c->size);
+            if (r == CUDA_ERROR_OUT_OF_MEMORY)
+                WARN_ONCE("out of device memory reloading layer %d (microbatch %d): %zu bytes "
+                          "stay in host memory; kernels that read them will fail",
+                          s->layer, s->mb, c->size);
+            else
+                WARN_ONCE("mapping device memory failed (CUDA error %d) reloading layer %d "
+                          "(microbatch %d): %zu bytes stay in host memory; kernels that read "
+                          "them will fail",
+                          (int)r, s->layer, s->mb, c->size);
             rc = AOSHIM_ESTATE;
             continue;
         }
