@@ -25,10 +25,15 @@ extern AO_TLS int ao_in_hook;
 
 // The real call, then the end of the launch check that preceded it (checked:
 // whether one ran; see offload/scan.h).
+// When the engine could not bring back memory the work touches, the work is
+// not issued: the caller gets 2, which is CUDA_ERROR_OUT_OF_MEMORY and
+// cudaErrorMemoryAllocation alike (ncclSystemError for NCCL), rather than a
+// kernel reading unmapped memory.
 #define CHECKED(checked, call)                                                                     \
     ({                                                                                             \
         bool c_ = (checked);                                                                       \
-        __typeof__(call) r_ = AO_REAL_CALL(call);                                                  \
+        __typeof__(call) r_ = (__typeof__(call))2;                                                 \
+        if (!c_ || !ao_scan_failed) r_ = AO_REAL_CALL(call);                                       \
         if (c_) ao_scan_end();                                                                     \
         r_;                                                                                        \
     })

@@ -1061,12 +1061,12 @@ static int reload(ao_scope_t *s, bool missed)
             ao_stat_add(AO_STAT_KEPT_NO_DEVICE_SPACE, 1);
             if (r == CUDA_ERROR_OUT_OF_MEMORY)
                 WARN_ONCE("out of device memory reloading layer %d (microbatch %d): %zu bytes "
-                          "stay in host memory; kernels that read them will fail",
+                          "stay in host memory; work that needs them is refused",
                           s->layer, s->mb, c->size);
             else
                 WARN_ONCE("mapping device memory failed (CUDA error %d) reloading layer %d "
-                          "(microbatch %d): %zu bytes stay in host memory; kernels that read "
-                          "them will fail",
+                          "(microbatch %d): %zu bytes stay in host memory; work that needs "
+                          "them is refused",
                           (int)r, s->layer, s->mb, c->size);
             rc = AOSHIM_ESTATE;
             continue;
@@ -1498,6 +1498,14 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
         }
     }
     if (capturing) c->graph_pinned = true;
+    if (c->state == AO_OFFLOADED) { // the reload found no device memory: refuse the work
+        ao_scan_failed = true;
+        WARN_ONCE("%s needs layer %d (microbatch %d), which could not be brought back to the "
+                  "device: the call is refused with an out-of-memory error; its data stays in "
+                  "host memory",
+                  what, sc->layer, sc->mb);
+        late = false;
+    }
     if (late) {
         // Counted per buffer brought back (or kept) for this launch.
         for (ao_buffer_t *b = c->buffers; b; b = b->next)

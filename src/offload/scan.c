@@ -15,6 +15,7 @@ int ao_scan_busy[AO_SCAN_SLOTS];
 AO_TLS int ao_scan_slot;
 AO_TLS const void *ao_scan_waived[8];
 AO_TLS int ao_scan_nwaived;
+AO_TLS bool ao_scan_failed;
 
 // Threads past AO_SCAN_SLOTS share slots: the marks are counts.
 int ao_scan_slot_init(void)

@@ -48,7 +48,8 @@ enum ao_fn_kind { AO_FN_HOST, AO_FN_FUNC, AO_FN_KERNEL };
 const ao_layout_t *ao_layout(const void *fn, int kind);
 
 // The engine's slow path for one word the fast check did not clear: on
-// return the launch may use it (the chunk is returned for the waiver).
+// return the launch may use it (the chunk is returned for the waiver), or
+// ao_scan_failed is set and the launch must not be issued.
 const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what);
 
 // --- check, then enqueue, without a window between them ------------------------------
@@ -64,6 +65,10 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what);
 extern int ao_scan_busy[AO_SCAN_SLOTS];
 extern AO_TLS int ao_scan_slot; // 1 + index, 0 until first use
 extern AO_TLS const void *ao_scan_waived[8];
+// Set when the engine could not make something the work touches safe (a
+// reload that found no device memory): the hook then refuses the work with
+// an error instead of letting it touch unmapped memory (hook.h, CHECKED).
+extern AO_TLS bool ao_scan_failed;
 extern AO_TLS int ao_scan_nwaived;
 int ao_scan_slot_init(void);
 
@@ -72,6 +77,7 @@ static inline void ao_scan_begin(void)
     int i = ao_scan_slot ? ao_scan_slot - 1 : ao_scan_slot_init();
     __atomic_fetch_add(&ao_scan_busy[i], 1, __ATOMIC_SEQ_CST);
     ao_scan_nwaived = 0;
+    ao_scan_failed = false;
 }
 
 static inline void ao_scan_end(void)

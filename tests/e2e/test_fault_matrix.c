@@ -186,3 +186,29 @@ Test(fault_matrix, event_calls_fail_for_a_while, .timeout = 120)
     same_as_clean("cuEventRecord:10:30", "aoshim: warning: recording a CUDA event failed", 1);
     same_as_clean("cuStreamWaitEvent:10:20", "aoshim: warning: cuStreamWaitEvent failed", 1);
 }
+
+// Device memory that cannot be had at all (every map, or every set-access,
+// fails from some point on): a kernel that needs an offloaded layer is
+// refused with an out-of-memory error the program sees, and aoshim says so
+// once; never a kernel on unmapped memory. (Before: the simulated GPU
+// faulted, exit 86.)
+static void clear_error(const char *fail)
+{
+    workload_t w = {"train_step", "TRAIN_STEP", TRAIN_ARGS, train_env};
+    e2e_result_t r;
+    run(&w, fail, &r);
+    const char *why;
+    cr_expect_eq(classify(&w, &r, "", &why), ERROR, "%s: %s (exit %d)\n%s", fail, why, r.status,
+                 r.err);
+    const char *line = "could not be brought back to the device: the call is refused";
+    int n = 0;
+    for (const char *p = r.err; (p = strstr(p, line)) != NULL; p++) n++;
+    cr_expect_eq(n, 1, "%s: '%s' %d times:\n%s", fail, line, n, r.err);
+    e2e_free(&r);
+}
+
+Test(fault_matrix, no_device_memory_is_a_clear_error, .timeout = 120)
+{
+    clear_error("cuMemMap:20:100000");
+    clear_error("cuMemSetAccess:20:100000");
+}
