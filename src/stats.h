@@ -21,6 +21,7 @@
     X(COPIES_SKIPPED, "buffers freed before their copy")                                           \
     X(OFFLOADS_CANCELLED, "offloads cancelled by an early reload")                                 \
     X(PREFETCH_MISSED, "reloads issued late, at the layer's own backward")                         \
+    X(PREFETCH_EVICTED, "prefetched layers given back when the program ran out of memory")         \
     X(LATE_RELOADS, "late reloads (buffers a kernel needed outside the schedule)")                 \
     X(RELOAD_WAIT_NS, "compute stream waited on reloads (ns)")                                     \
     X(D2H_COPY_NS, "device-to-host copy time (ns)")                                                \

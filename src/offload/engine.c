@@ -72,6 +72,10 @@ struct ao_chunk_s {
     CUstream safe_stream;
     bool graph_pinned; // touched by captured work: stays on the device
     bool reloaded;     // came back this step: another stream must wait for that once
+    // Brought back ahead of its backward (prefetch) and untouched since: its
+    // host copy is kept, so the memory can be taken back when the program
+    // runs out (ao_engine_trim) and the layer reloaded at its backward.
+    bool prefetched;
     bool prepared;     // host slots taken, copies about to be queued
     CUevent ev_copy;   // after the copies of a cancelled offload, still reading it
     // Frees that the scope's own stream does not order (another stream's
@@ -96,6 +100,7 @@ struct ao_scope_s {
     int layer, mb;
     bool recompute, ended, release_recorded;
     bool offload_pending; // ended forward layer: copied out at its release point
+    bool release_passed;  // ...which has passed, but the copy waits for the next layer_begin
     ao_state_t state;
     CUstream stream;  // the compute stream at layer_begin
     pthread_t thread; // the thread that began the layer
@@ -353,6 +358,8 @@ static bool ensure_ready(void)
 // usable: the release waits for every launch checked before it (see
 // release_point). Past it, any use is the engine's business. Reloading, it is
 // usable on the stream already made to wait for it.
+static void host_slots_free(ao_chunk_t *c);
+
 // Written under the engine's lock, read by the launch scan without it.
 static void set_safe_stream(ao_chunk_t *c, CUstream s)
 {
@@ -644,11 +651,7 @@ static void poll_locked(void)
                 chunk_set(c, AO_OFFLOADED);
             }
             if (c->state == AO_RELOADING && s->state == AO_RESIDENT) {
-                for (ao_buffer_t *b = c->buffers; b; b = b->next)
-                    if (b->host && !b->freed) {
-                        ao_host_free(b->host, b->size);
-                        b->host = NULL;
-                    }
+                if (!c->prefetched) host_slots_free(c);
                 chunk_set(c, AO_RESIDENT);
             }
         }
@@ -846,12 +849,60 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
     return CUDA_SUCCESS;
 }
 
+// A prefetched chunk stops being reclaimable once it is needed or used: its
+// host copy goes when its reload is complete (at once if it is).
+static void unprefetch(ao_chunk_t *c)
+{
+    if (!c->prefetched) return;
+    c->prefetched = false;
+    if (c->state == AO_RESIDENT) host_slots_free(c);
+}
+
+// The program ran out of device memory: layers brought back ahead of their
+// backward and not used since give their memory back (their host copies are
+// intact), to be reloaded at their backward. A prefetch never takes memory
+// the program needs.
+static bool evict_prefetched(void)
+{
+    bool any = false;
+    for (ao_scope_t *s = E.scopes; s; s = s->next) {
+        bool all = s->chunks != NULL;
+        for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+            if (!c->prefetched || !c->mapped || c->retiring ||
+                (c->state != AO_RESIDENT && c->state != AO_RELOADING)) {
+                all &= c->state == AO_OFFLOADED;
+                continue;
+            }
+            // The copy back must be done before the memory goes; nothing else
+            // used the chunk since (a use would have ended its prefetch).
+            if (s->ev_reloaded) ao_real.cuEventSynchronize(s->ev_reloaded);
+            ao_vmm_mark(c->base, c->size, AO_GS_AWAY, c);
+            ao_scan_quiesce();
+            for (ao_buffer_t *b = c->buffers; b; b = b->next)
+                if (!b->freed) { // released again: counted as the offload it is
+                    ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)b->size);
+                    ao_rec_site(b->site, -(int64_t)b->size, b->size);
+                }
+            chunk_unmap(c);
+            ao_rec_memory(s->layer, -(int64_t)c->size, (int64_t)c->size);
+            c->prefetched = false;
+            set_safe_stream(c, NULL);
+            chunk_set(c, AO_OFFLOADED);
+            ao_stat_add(AO_STAT_PREFETCH_EVICTED, 1);
+            any = true;
+        }
+        if (any && all) s->state = AO_OFFLOADED;
+    }
+    return any;
+}
+
 bool ao_engine_trim(void)
 {
     if (!E.ready) return false;
     pthread_mutex_lock(&E.mu);
     drain_locked();
-    size_t n = ao_phys_trim();
+    bool evicted = evict_prefetched();
+    size_t n = ao_phys_trim() + evicted;
     pthread_mutex_unlock(&E.mu);
     if (n) ao_stat_add(AO_STAT_OOM_RETRIES, 1);
     return n > 0;
@@ -1015,15 +1066,29 @@ static void offload(ao_scope_t *s)
 // The release point of a microbatch's ended forward layers (but except):
 // their copies out start now. At backward_begin (except NULL) nothing is
 // copied: those layers are needed at once.
+//
+// In the first step the layer count is not known: a layer whose release point
+// has passed may still be among the last, whose backward (and reload) comes
+// at once, so its copy waits for the next layer_begin, which proves the
+// forward goes on (copies issued later are still after every earlier write).
 static void release_point(int mb, const ao_scope_t *except)
 {
     for (ao_scope_t *s = E.scopes; s; s = s->next)
         if (s->mb == mb && s != except && s->offload_pending) {
-            if (except)
-                offload(s);
-            else
+            if (!except)
                 s->offload_pending = false;
+            else if (E.nlayers == 0)
+                s->release_passed = true;
+            else
+                offload(s);
         }
+}
+
+// A layer_begin in the first step: copies whose release point has passed go.
+static void forward_goes_on(int mb)
+{
+    for (ao_scope_t *s = E.scopes; s; s = s->next)
+        if (s->mb == mb && s->offload_pending && s->release_passed) offload(s);
 }
 
 // Keep a chunk whose offload is cancelled: its copies still read it (a free
@@ -1044,7 +1109,7 @@ static void cancel_chunk(ao_chunk_t *c)
 
 // Bring a scope back. Returns 0, or AOSHIM_ESTATE if some chunk could not
 // get device memory (its data stays safe in host memory).
-static int reload(ao_scope_t *s, bool missed)
+static int reload(ao_scope_t *s, bool missed, bool prefetch)
 {
     int rc = 0;
     uint64_t bytes = 0;
@@ -1111,6 +1176,7 @@ static int reload(ao_scope_t *s, bool missed)
         buffers += cbuffers;
         set_safe_stream(c, NULL);
         c->reloaded = true;
+        c->prefetched = prefetch;
         chunk_set(c, AO_RELOADING);
     }
     if (t0) {
@@ -1197,6 +1263,7 @@ int ao_engine_layer_begin(int layer)
     s->next = E.scopes;
     E.scopes = s;
     if (s->recompute) return leave(0); // recomputed in backward: never offloaded
+    forward_goes_on(E.mb);
     E.fwd_ran[E.mb][layer / 64] |= 1ull << (layer % 64);
     if (layer > E.max_fwd_layer) E.max_fwd_layer = layer;
     // Plan from what this layer did last step; in the first step, from the
@@ -1302,7 +1369,13 @@ int ao_engine_backward_begin(int layer)
         if (!s || (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING)) continue;
         bool missed = l >= layer - 1 && s->state == AO_OFFLOADED;
         if (missed) ao_stat_add(AO_STAT_PREFETCH_MISSED, 1);
-        if (reload(s, missed) != 0 && l >= layer - 1) rc = AOSHIM_ESTATE;
+        if (reload(s, missed, l < layer - 1) != 0 && l >= layer - 1) rc = AOSHIM_ESTATE;
+    }
+    // Layers needed now are not taken back any more: their host copies go
+    // once their reloads are complete.
+    for (int l = layer; l >= layer - 1 && l >= 0; l--) {
+        ao_scope_t *s = scope_find(l, mb);
+        for (ao_chunk_t *c = s ? s->chunks : NULL; c; c = c->next) unprefetch(c);
     }
     // The stream that runs this backward waits on the GPU; the host goes on.
     CUstream cs = current_stream();
@@ -1465,13 +1538,14 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
     note_stream_locked(s);
     ao_scope_t *sc = c->scope;
     bool capturing = stream_capturing(s), late = false;
+    unprefetch(c); // used from now on: never taken back
     if (c->state == AO_OFFLOADING && (capturing || sc->release_recorded)) {
         // Past its release point, or wanted by a graph: keep it (the device
         // copy is intact). Before its release point any launch may use it.
         cancel_chunk(c);
         late = sc->release_recorded;
     } else if (c->state == AO_OFFLOADED) {
-        reload(sc, false);
+        reload(sc, false, false);
         late = true;
     }
     if (c->state == AO_RESIDENT && c->reloaded && c->safe_stream != s) {

@@ -91,6 +91,10 @@ int main(void)
     }
     ck(cudaMemsetAsync(b, 0x5a, BUF_BYTES, s), "cudaMemsetAsync(b)");
     call("layer_end_1", aoshim_try_layer_end(1));
+    // A third layer: in the first step (the layer count not yet known) a
+    // layer's copy out starts once the forward is seen to go on.
+    call("layer_begin_2", aoshim_try_layer_begin(2));
+    call("layer_end_2", aoshim_try_layer_end(2));
     // Everything queued (aoshim's copies too) completes: layer 0 can be
     // released by the next control call.
     ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -98,7 +102,9 @@ int main(void)
     call("get_stats_forward", aoshim_try_get_stats(&st));
     printf("check offloaded_after_forward=%llu\n", (unsigned long long)st.offloaded_bytes);
 
-    // Backward: 1, then 0, which reads A back.
+    // Backward: 2, 1, then 0, which reads A back.
+    call("backward_begin_2", aoshim_try_backward_begin(2));
+    call("backward_end_2", aoshim_try_backward_end(2));
     call("backward_begin_1", aoshim_try_backward_begin(1));
     call("backward_end_1", aoshim_try_backward_end(1));
     call("backward_begin_0", aoshim_try_backward_begin(0));

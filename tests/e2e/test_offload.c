@@ -612,3 +612,32 @@ Test(e2e, no_cuda_ls)
     silent((const char *const[]){"/bin/ls", NULL}, dir);
     rmdir(dir);
 }
+
+// A prefetch never takes memory the program needs: with every offloaded
+// layer prefetched at the first backward (AOSHIM_PREFETCH=6), a capacity
+// that fits the run without aoshim also fits it with aoshim: the program's
+// allocation that runs out takes the prefetched layers' memory back (they
+// are reloaded at their backward). (Before: out of memory.)
+Test(e2e, prefetch_never_takes_needed_memory, .timeout = 120)
+{
+    const char *args = "--layers 8 --hidden 512 --seq 512 --batch 2 --heads 8 --fused --steps 2 "
+                       "--capacity 243M";
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, args);
+    expect_ok("without aoshim", &base);
+    e2e_train(&with, true, ENV("AOSHIM_OFFLOAD_LAYERS=0-4", "AOSHIM_PREFETCH=6", "SIM_QUIET=0"),
+              args);
+    expect_ok("with aoshim, prefetch 6", &with);
+    cr_expect_str_eq(with.checksum, base.checksum);
+    uint64_t races = 1, faults = 1;
+    cr_expect(e2e_kv(with.err, "simgpu: ", "races", &races) && races == 0, "races %llu",
+              (unsigned long long)races);
+    cr_expect(e2e_kv(with.err, "simgpu: ", "faults", &faults) && faults == 0);
+    const char *off = e2e_summary(with.err, "offloaded / reloaded");
+    cr_assert(off, "no summary:\n%s", with.err);
+    const char *slash = strstr(off, " / ");
+    cr_assert(slash);
+    cr_expect_eq(e2e_bytes(off), e2e_bytes(slash + 3), "offloaded != reloaded: %.40s", off);
+    e2e_free(&base);
+    e2e_free(&with);
+}
