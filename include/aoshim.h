@@ -85,6 +85,10 @@ AOSHIM_API const char *aoshim_version(void);
 // Who marks the layers, in one line for the report (aoshim's Python side
 // says which block list it found). Returns AOSHIM_EINVAL for NULL.
 AOSHIM_API int aoshim_set_frontend(const char *text);
+// The AOSHIM_* options this library parses, for tools (aoshim-run --help):
+// option i as one line "AOSHIM_NAME\tdefault\taccepted values\thelp", NULL
+// past the last. The strings are static.
+AOSHIM_API const char *aoshim_option_info(int i);
 
 // --- weak-call wrappers --------------------------------------------------------
 // The declarations are weak so that a program built without libaoshim links,
@@ -102,6 +106,7 @@ AOSHIM_API int aoshim_set_frontend(const char *text);
 #pragma weak aoshim_report_now
 #pragma weak aoshim_version
 #pragma weak aoshim_set_frontend
+#pragma weak aoshim_option_info
 
 #define AOSHIM_TRY_(fn, ...) ((fn) ? fn(__VA_ARGS__) : AOSHIM_ENOTLOADED)
 static inline int aoshim_try_layer_begin(int l)

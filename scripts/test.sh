@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 meson test -C build --print-errorlogs --num-processes "$(nproc)"
+bash scripts/install-check.sh
 
 echo "== Python suite (PyTorch under the shim) ==" >&2
 if bash scripts/pyenv.sh; then
