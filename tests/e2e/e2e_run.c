@@ -160,10 +160,7 @@ void e2e_train(e2e_result_t *r, bool preload, const char *const *env, const char
     int n = 0;
     argv[n++] = e2e_path("TRAIN_STEP");
     char *copy = strdup(args ? args : "");
-    for (char *save = NULL, *t = strtok_r(copy, " ", &save); t && n < 63;
-         t = strtok_r(NULL, " ", &save))
-        argv[n++] = t;
-    argv[n] = NULL;
+    e2e_split(copy, argv, n, 64);
     e2e_run(r, preload, env, argv);
     free(copy);
 }
@@ -224,4 +221,50 @@ double e2e_bytes(const char *s)
             return v;
         }
     return v;
+}
+
+// --- scratch directories and files -------------------------------------------------------------
+void e2e_make_dir(char *dir, size_t size, const char *name)
+{
+    snprintf(dir, size, "/tmp/aoshim-%s.XXXXXX", name);
+    cr_assert(mkdtemp(dir), "mkdtemp");
+}
+
+void e2e_remove_dir(const char *dir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)system(cmd);
+}
+
+char *e2e_slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t k = fread(s, 1, (size_t)n, f);
+    s[k] = '\0';
+    fclose(f);
+    return s;
+}
+
+long long e2e_check_of(const char *out, const char *name)
+{
+    char want[128];
+    snprintf(want, sizeof want, "check %s=", name);
+    const char *p = strstr(out, want);
+    cr_assert(p, "no '%s' in the program's output:\n%s", want, out);
+    return atoll(p + strlen(want));
+}
+
+int e2e_split(char *args, const char **argv, int n, int max)
+{
+    for (char *save = NULL, *t = strtok_r(args, " ", &save); t && n < max - 1;
+         t = strtok_r(NULL, " ", &save))
+        argv[n++] = t;
+    argv[n] = NULL;
+    return n;
 }

@@ -39,4 +39,15 @@ double e2e_bytes(const char *s);
 // Path from the harness environment; the test fails if it is not set.
 const char *e2e_path(const char *var);
 
+// A fresh directory /tmp/aoshim-<name>.XXXXXX in dir; removed with its contents.
+void e2e_make_dir(char *dir, size_t size, const char *name);
+void e2e_remove_dir(const char *dir);
+// A whole file (heap, NUL-terminated), NULL if it cannot be read.
+char *e2e_slurp(const char *path);
+// The number of the program's "check <name>=<n>" line; the test fails if absent.
+long long e2e_check_of(const char *out, const char *name);
+// Split args (modified) on spaces into argv from index n (at most max
+// entries with the NULL); returns the new count.
+int e2e_split(char *args, const char **argv, int n, int max);
+
 #endif // E2E_RUN_H

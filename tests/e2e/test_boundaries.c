@@ -26,33 +26,6 @@
 
 static char dir[256];
 
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/aoshim-boundaries-test.XXXXXX");
-    cr_assert(mkdtemp(dir), "mkdtemp");
-}
-
-static void remove_dir(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    (void)system(cmd);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t k = fread(s, 1, (size_t)n, f);
-    s[k] = '\0';
-    fclose(f);
-    return s;
-}
-
 static int files_in_dir(void)
 {
     DIR *d = opendir(dir);
@@ -128,15 +101,6 @@ static int expect_codes(const char *out, int ok, bool misuse)
     return n;
 }
 
-static long long check_of(const char *out, const char *name)
-{
-    char want[128];
-    snprintf(want, sizeof want, "check %s=", name);
-    const char *p = strstr(out, want);
-    cr_assert(p, "no '%s' in the program's output:\n%s", want, out);
-    return atoll(p + strlen(want));
-}
-
 static double sum_of(const char *out)
 {
     const char *p = strstr(out, "check sum=");
@@ -177,7 +141,7 @@ static void expect_log(const char *out, const char *key, const char *want)
 {
     char path[400];
     snprintf(path, sizeof path, "%s/ctl.%d.log", dir, pid_of(out, key));
-    char *got = slurp(path);
+    char *got = e2e_slurp(path);
     cr_assert(got, "no control log %s", path);
     cr_expect_str_eq(got, want, "control log %s:\n%s\nwant:\n%s", path, got, want);
     free(got);
@@ -189,7 +153,7 @@ static void expect_log(const char *out, const char *key, const char *want)
 // into its own file (%p), and there is no summary (no GPU was used).
 Test(e2e_ctllog, no_cuda_driver, .timeout = 30)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "boundaries-test");
     char env[300];
     snprintf(env, sizeof env, "AOSHIM_CONTROL_LOG=%s/ctl.%%p.log", dir);
     e2e_result_t r;
@@ -204,85 +168,85 @@ Test(e2e_ctllog, no_cuda_driver, .timeout = 30)
     cr_expect_null(strstr(r.err, "memory summary"), "a summary without a GPU:\n%s", r.err);
     free(want);
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // A driver is there but the program never uses CUDA (a CPU-only PyTorch
 // run): the control calls must not load it, let alone create a context.
 Test(e2e_ctllog, control_calls_do_not_start_cuda, .timeout = 30)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "boundaries-test");
     char env[300];
     snprintf(env, sizeof env, "AOSHIM_CONTROL_LOG=%s/ctl.%%p.log", dir);
     e2e_result_t r;
     run(&r, true, ENV(env), "AO_BOUNDARIES", NULL, NULL, NULL);
     expect_codes(r.out, AOSHIM_OK, false);
-    cr_expect_eq(check_of(r.out, "driver_loaded"), 0,
+    cr_expect_eq(e2e_check_of(r.out, "driver_loaded"), 0,
                  "the shim loaded libcuda.so.1 in a process that never used CUDA");
     char *want = expected_log(false);
     expect_log(r.out, "pid ", want);
     expect_quiet(r.err, false);
     free(want);
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // On the simulated GPU, with real offloads under way (the first CUDA call
 // comes inside layer 0, after its boundary).
 Test(e2e_ctllog, simulated_gpu, .timeout = 60)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "boundaries-test");
     char env[300];
     snprintf(env, sizeof env, "AOSHIM_CONTROL_LOG=%s/ctl.%%p.log", dir);
     e2e_result_t r;
     run(&r, true, ENV(env, "AOSHIM_OFFLOAD_LAYERS=0-2"), "AO_BOUNDARIES_GPU", "--misuse", NULL,
         NULL);
     expect_codes(r.out, AOSHIM_OK, true);
-    cr_expect_eq(check_of(r.out, "bytes_ok"), 1);
-    cr_expect_gt(check_of(r.out, "offloaded"), 0, "nothing offloaded: the log proves little");
+    cr_expect_eq(e2e_check_of(r.out, "bytes_ok"), 1);
+    cr_expect_gt(e2e_check_of(r.out, "offloaded"), 0, "nothing offloaded: the log proves little");
     char *want = expected_log(true);
     expect_log(r.out, "pid ", want);
     expect_quiet(r.err, true);
     free(want);
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // The engine off: every call answers AOSHIM_EDISABLED, and is logged all the same.
 Test(e2e_ctllog, engine_disabled, .timeout = 30)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "boundaries-test");
     char env[300];
     snprintf(env, sizeof env, "AOSHIM_CONTROL_LOG=%s/ctl.%%p.log", dir);
     e2e_result_t r;
     run(&r, true, ENV(env, "AOSHIM_ENABLE=0"), "AO_BOUNDARIES_GPU", "--misuse", NULL, NULL);
     expect_codes(r.out, AOSHIM_EDISABLED, true);
-    cr_expect_eq(check_of(r.out, "bytes_ok"), 1);
+    cr_expect_eq(e2e_check_of(r.out, "bytes_ok"), 1);
     char *want = expected_log(true);
     expect_log(r.out, "pid ", want);
     free(want);
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // A file name without %p is the parent's: a forked child writes nothing
 // there (nor truncates it).
 Test(e2e_ctllog, fork_without_pid_in_name, .timeout = 30)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "boundaries-test");
     char env[300];
     snprintf(env, sizeof env, "AOSHIM_CONTROL_LOG=%s/ctl.log", dir);
     e2e_result_t r;
     run(&r, true, ENV(env), "AO_BOUNDARIES", "--fork", NULL, NULL);
     char path[400];
     snprintf(path, sizeof path, "%s/ctl.log", dir);
-    char *got = slurp(path), *want = expected_log(false);
+    char *got = e2e_slurp(path), *want = expected_log(false);
     cr_assert(got, "no %s", path);
     cr_expect_str_eq(got, want, "the child touched its parent's log:\n%s", got);
     cr_expect_eq(files_in_dir(), 1);
     free(got), free(want);
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // The program's stderr (a symlink, which the file rule refuses): the lines
@@ -300,7 +264,7 @@ Test(e2e_ctllog, to_stderr, .timeout = 30)
 // A file that cannot be opened: one warning, and the program goes on.
 Test(e2e_ctllog, unwritable_warns_once, .timeout = 30)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "boundaries-test");
     char env[300];
     snprintf(env, sizeof env, "AOSHIM_CONTROL_LOG=%s/missing/ctl.log", dir);
     e2e_result_t r;
@@ -313,7 +277,7 @@ Test(e2e_ctllog, unwritable_warns_once, .timeout = 30)
              dir);
     cr_expect_str_eq(r.err, want);
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // --- layers that track nothing ------------------------------------------------------------
@@ -330,15 +294,15 @@ static void small_layers(const char *which, bool expect_offloads)
     cr_expect_eq(calls, STEPS * (MBS * (1 + 2 * LAYERS) + MBS * (1 + 2 * LAYERS + 2) + 1));
     expect_quiet(with.err, false);
     cr_expect_null(strstr(with.err, "train_step: warning"));
-    cr_expect_eq(check_of(base.out, "bytes_ok"), 1);
-    cr_expect_eq(check_of(with.out, "bytes_ok"), 1, "bytes differ under the shim");
+    cr_expect_eq(e2e_check_of(base.out, "bytes_ok"), 1);
+    cr_expect_eq(e2e_check_of(with.out, "bytes_ok"), 1, "bytes differ under the shim");
     cr_expect_eq(sum_of(with.out), sum_of(base.out));
     uint64_t races = 1, faults = 1;
     cr_expect(e2e_kv(with.err, "simgpu: ", "races", &races), "no simulator line:\n%s", with.err);
     cr_expect(e2e_kv(with.err, "simgpu: ", "faults", &faults));
     cr_expect_eq(races, 0);
     cr_expect_eq(faults, 0);
-    long long off = check_of(with.out, "offloaded"), rel = check_of(with.out, "reloaded");
+    long long off = e2e_check_of(with.out, "offloaded"), rel = e2e_check_of(with.out, "reloaded");
     if (expect_offloads)
         cr_expect_gt(off, 0, "nothing offloaded");
     else

@@ -28,15 +28,6 @@ static int rc_of(const char *out, const char *name, int nth)
     return atoi(p + strlen(want));
 }
 
-static long long check_of(const char *out, const char *name)
-{
-    char want[128];
-    snprintf(want, sizeof want, "check %s=", name);
-    const char *p = strstr(out, want);
-    cr_assert(p, "no '%s' in the program's output:\n%s", want, out);
-    return atoll(p + strlen(want));
-}
-
 static const struct {
     const char *name;
     int want;
@@ -97,13 +88,13 @@ Test(e2e_control, misuse_under_preload, .timeout = 30)
             cr_expect_eq(got, expected[i].want, "%s (call %d): rc %d, want %d", expected[i].name,
                          k + 1, got, expected[i].want);
         }
-    cr_expect_eq(check_of(r.out, "bytes_intact"), 1, "bytes read back after reload differ");
+    cr_expect_eq(e2e_check_of(r.out, "bytes_intact"), 1, "bytes read back after reload differ");
     // Not vacuous: layer 0's buffer really went to host memory and back.
-    long long off = check_of(r.out, "offloaded_bytes"), rel = check_of(r.out, "reloaded_bytes");
+    long long off = e2e_check_of(r.out, "offloaded_bytes"), rel = e2e_check_of(r.out, "reloaded_bytes");
     cr_log_info("offloaded %lld, reloaded %lld bytes", off, rel);
     cr_expect_geq(off, 2 << 20, "nothing offloaded: the round trip proves nothing");
     cr_expect_eq(rel, off, "offloaded %lld != reloaded %lld", off, rel);
-    long long unmaps = check_of(r.out, "sim_unmap_calls");
+    long long unmaps = e2e_check_of(r.out, "sim_unmap_calls");
     cr_expect_geq(unmaps, 1, "the simulator saw no cuMemUnmap before the bytes were read back");
     e2e_free(&r);
 }
@@ -150,7 +141,7 @@ Test(e2e_control, not_loaded, .timeout = 30)
             cr_expect_eq(got, AOSHIM_ENOTLOADED, "%s (call %d) without the shim: rc %d",
                          expected[i].name, k + 1, got);
         }
-    cr_expect_eq(check_of(r.out, "bytes_intact"), 1);
+    cr_expect_eq(e2e_check_of(r.out, "bytes_intact"), 1);
     cr_expect_null(strstr(r.err, "aoshim"), "stderr mentions aoshim without the shim:\n%s", r.err);
     e2e_free(&r);
 }

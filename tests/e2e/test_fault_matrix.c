@@ -54,10 +54,7 @@ static void run(const workload_t *w, const char *fail, e2e_result_t *r)
     argv[a++] = "60";
     argv[a++] = e2e_path(w->prog_var);
     char *copy = strdup(w->args);
-    for (char *save = NULL, *t = strtok_r(copy, " ", &save); t && a < 31;
-         t = strtok_r(NULL, " ", &save))
-        argv[a++] = t;
-    argv[a] = NULL;
+    e2e_split(copy, argv, a, 32);
     e2e_run(r, true, env, argv);
     free(copy);
 }

@@ -28,33 +28,6 @@
 
 static char dir[256];
 
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/aoshim-report-test.XXXXXX");
-    cr_assert(mkdtemp(dir), "mkdtemp");
-}
-
-static void remove_dir(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    (void)system(cmd);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t k = fread(s, 1, (size_t)n, f);
-    s[k] = '\0';
-    fclose(f);
-    return s;
-}
-
 static void expect_run_ok(const char *what, const e2e_result_t *r)
 {
     if (r->status != 0 || !r->have_line) {
@@ -105,7 +78,7 @@ Test(report, golden_summary, .timeout = 120)
         fputs(got, f);
         fclose(f);
     }
-    char *want = slurp(golden);
+    char *want = e2e_slurp(golden);
     cr_assert(want, "cannot read %s", golden);
     cr_expect_str_eq(got, want,
                      "the summary differs from %s (AO_REPORT_GOLDEN_UPDATE=1 rewrites it):\n%s",
@@ -121,7 +94,7 @@ Test(report, golden_summary, .timeout = 120)
 
 Test(report, quiet_silences_summary_but_not_files, .timeout = 60)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "report-test");
     char env[300];
     snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r.json", dir);
     e2e_result_t r;
@@ -133,13 +106,13 @@ Test(report, quiet_silences_summary_but_not_files, .timeout = 60)
     struct stat st;
     cr_expect(stat(path, &st) == 0 && st.st_size > 100, "no report written under AOSHIM_QUIET");
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // --- JSON, trace, HTML -------------------------------------------------------------------------
 Test(report, json_trace_html, .timeout = 120)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "report-test");
     char rep[300], tr[300], html[300], e1[320], e2[320], e3[320];
     snprintf(rep, sizeof rep, "%s/run.json", dir);
     snprintf(tr, sizeof tr, "%s/trace.json", dir);
@@ -160,7 +133,7 @@ Test(report, json_trace_html, .timeout = 120)
 
     // The counterfactual peak against the simulator's peak for the same run
     // without aoshim: within 1%.
-    char *j = slurp(rep);
+    char *j = e2e_slurp(rep);
     cr_assert(j);
     const char *k = strstr(j, "\"peak_without_offloading_bytes\": ");
     cr_assert(k, "no peak_without_offloading_bytes");
@@ -190,13 +163,13 @@ Test(report, json_trace_html, .timeout = 120)
     cr_expect(strncmp(row, want, strlen(want)) == 0, "text %.20s, JSON %.0f (%s)", row, peak, want);
     free(j);
     e2e_free(&base), e2e_free(&with);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // --- names, ranks, failures ------------------------------------------------------------------
 Test(report, two_ranks_two_reports, .timeout = 120)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "report-test");
     char env[300];
     snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r%%r.json", dir);
     for (int rank = 0; rank < 2; rank++) {
@@ -210,13 +183,13 @@ Test(report, two_ranks_two_reports, .timeout = 120)
     for (int rank = 0; rank < 2; rank++) {
         char path[300], want[32];
         snprintf(path, sizeof path, "%s/r%d.json", dir, rank);
-        char *j = slurp(path);
+        char *j = e2e_slurp(path);
         cr_assert(j, "rank %d wrote no %s", rank, path);
         snprintf(want, sizeof want, "\"rank\": %d,", rank);
         cr_expect(strstr(j, want), "%s does not say %s", path, want);
         free(j);
     }
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 Test(report, unwritable_path_warns_once, .timeout = 60)
@@ -288,7 +261,7 @@ static int count(const char *text, const char *what)
 // program exits at once (opening it would block at exit forever).
 Test(report, fifo_report_name_does_not_hang, .timeout = 30)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "report-test");
     char path[300], env[340], want[400];
     snprintf(path, sizeof path, "%s/r.json", dir);
     snprintf(env, sizeof env, "AOSHIM_REPORT=%s", path);
@@ -306,14 +279,14 @@ Test(report, fifo_report_name_does_not_hang, .timeout = 30)
     struct stat st;
     cr_expect(lstat(path, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced");
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // A symlink at the report's name (planted in a shared directory): refused,
 // its target untouched; a directory at the name likewise.
 Test(report, symlink_or_directory_report_name_refused, .timeout = 60)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "report-test");
     char path[300], target[300], sub[300], e1[340], e2[340];
     snprintf(path, sizeof path, "%s/r.json", dir);
     snprintf(target, sizeof target, "%s/precious", dir);
@@ -334,20 +307,20 @@ Test(report, symlink_or_directory_report_name_refused, .timeout = 60)
     cr_expect(strstr(r.err, "it is a symbolic link; only a regular file is replaced"), "%s", r.err);
     cr_expect_eq(count(r.err, "AOSHIM_TRACE: cannot write"), 1, "%s", r.err);
     cr_expect(strstr(r.err, "it is a directory; only a regular file is replaced"), "%s", r.err);
-    char *t = slurp(target);
+    char *t = e2e_slurp(target);
     cr_expect_str_eq(t, "precious\n", "the symlink's target was written");
     free(t);
     struct stat st;
     cr_expect(lstat(path, &st) == 0 && S_ISLNK(st.st_mode), "the symlink was replaced");
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // aoshim_report_now writes the files; under AOSHIM_QUIET=1 it prints no
 // summary, as the exit does not. Without it, two summaries (now, and exit).
 Test(report, report_now_respects_quiet, .timeout = 60)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "report-test");
     char env[340], path[300];
     snprintf(path, sizeof path, "%s/r.json", dir);
     snprintf(env, sizeof env, "AOSHIM_REPORT=%s", path);
@@ -364,12 +337,12 @@ Test(report, report_now_respects_quiet, .timeout = 60)
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     cr_expect_eq(count(r.err, "aoshim: memory summary"), 2, "%s", r.err);
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 Test(report, pid_in_name_and_stacks_off, .timeout = 60)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "report-test");
     char env[300];
     snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r-%%p-%%h.json", dir);
     e2e_result_t r;
@@ -383,25 +356,25 @@ Test(report, pid_in_name_and_stacks_off, .timeout = 60)
     gethostname(host, sizeof host - 1);
     char path[600];
     snprintf(path, sizeof path, "%s/r-%d-%s.json", dir, pid, host);
-    char *j = slurp(path);
+    char *j = e2e_slurp(path);
     cr_assert(j, "no %s", path);
     cr_expect(strstr(j, "\"enabled\": false"), "AOSHIM_STACKS=0 but call sites enabled");
     cr_expect(strstr(j, "\"stacks_captured\": 0,"), "AOSHIM_STACKS=0 but stacks captured");
     free(j);
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 Test(report, call_sites_name_the_program, .timeout = 60)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "report-test");
     char env[340], path[300];
     snprintf(path, sizeof path, "%s/r.json", dir);
     snprintf(env, sizeof env, "AOSHIM_REPORT=%s", path);
     e2e_result_t r;
     e2e_train(&r, true, ENV(env), WORKLOAD);
     expect_run_ok("sites", &r);
-    char *j = slurp(path);
+    char *j = e2e_slurp(path);
     cr_assert(j);
     const char *top = strstr(j, "\"top\": [");
     cr_assert(top, "no call_sites.top");
@@ -411,14 +384,14 @@ Test(report, call_sites_name_the_program, .timeout = 60)
     cr_expect(strncmp(m + 11, "train_step\"", 11) == 0, "top site's first frame: %.40s", m + 11);
     free(j);
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // A forked child (a data-loader worker) exits with its destructors run: it
 // must not write its parent's report nor print the parent's summary.
 Test(report, forked_child_writes_nothing, .timeout = 60)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "report-test");
     char env[300];
     snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r-%%p.json", dir);
     e2e_result_t r;
@@ -439,7 +412,7 @@ Test(report, forked_child_writes_nothing, .timeout = 60)
     snprintf(path, sizeof path, "%s/r-%d.json", dir, child);
     cr_expect(stat(path, &st) != 0, "the forked child wrote %s", path);
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // A GPU run that never declared a layer: the summary says why nothing was
@@ -452,7 +425,7 @@ Test(report, forked_child_writes_nothing, .timeout = 60)
 
 Test(report, no_layer_boundaries_says_so, .timeout = 60)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "report-test");
     char env[300], path[300];
     snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r.json", dir);
     snprintf(path, sizeof path, "%s/r.json", dir);
@@ -471,7 +444,7 @@ Test(report, no_layer_boundaries_says_so, .timeout = 60)
                *table = strstr(r.err, "aoshim: per layer");
     cr_expect(alloc && table && alloc < at && at < table, "the note is not in its place:\n%s",
               r.err);
-    char *j = slurp(path);
+    char *j = e2e_slurp(path);
     cr_assert(j, "no report %s", path);
     cr_expect(strstr(j, "\"layers_seen\": false"), "no layers_seen false in the JSON");
     cr_expect(strstr(j, "\"layers_note\": \"" NO_LAYERS_NOTE "\""), "no layers_note in the JSON");
@@ -479,13 +452,13 @@ Test(report, no_layer_boundaries_says_so, .timeout = 60)
                  "the report does not match the schema");
     free(j);
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }
 
 // With boundaries there is no such line, and the JSON says they were seen.
 Test(report, layer_boundaries_seen, .timeout = 60)
 {
-    make_dir();
+    e2e_make_dir(dir, sizeof dir, "report-test");
     char env[300], path[300];
     snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r.json", dir);
     snprintf(path, sizeof path, "%s/r.json", dir);
@@ -494,11 +467,11 @@ Test(report, layer_boundaries_seen, .timeout = 60)
     e2e_run(&r, true, ENV(env), argv);
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     cr_expect_null(strstr(r.err, "no layer boundaries seen"), "%s", r.err);
-    char *j = slurp(path);
+    char *j = e2e_slurp(path);
     cr_assert(j, "no report %s", path);
     cr_expect(strstr(j, "\"layers_seen\": true"), "no layers_seen true in the JSON");
     cr_expect(strstr(j, "\"layers_note\": null"), "layers_note is not null in the JSON");
     free(j);
     e2e_free(&r);
-    remove_dir();
+    e2e_remove_dir(dir);
 }

@@ -462,12 +462,6 @@ SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
 }
 
 // --- devices ---------------------------------------------------------------------------------
-#define SIM_RET(e)                                                                                 \
-    do {                                                                                           \
-        CUresult r_ = (e);                                                                         \
-        sim_leave();                                                                               \
-        return r_;                                                                                 \
-    } while (0)
 
 SIM_EXPORT CUresult cuDeviceGetCount(int *count)
 {

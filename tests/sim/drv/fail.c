@@ -19,12 +19,6 @@
 
 #include "internal.h"
 
-#define SIM_RET(e)                                                                                 \
-    do {                                                                                           \
-        CUresult r_ = (e);                                                                         \
-        sim_leave();                                                                               \
-        return r_;                                                                                 \
-    } while (0)
 
 static const struct {
     const char *name; // as in cuda.h, without _v2

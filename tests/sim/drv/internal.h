@@ -393,4 +393,12 @@ CUresult sim_capture_unsafe_call(void);
 // op end times; core.c takes the max with the host clock).
 uint64_t sim_engines_done_ns(void);
 
+// Leave the simulator's lock and return e (entry points that sim_enter()ed).
+#define SIM_RET(e)                                                                                 \
+    do {                                                                                           \
+        CUresult r_ = (e);                                                                         \
+        sim_leave();                                                                               \
+        return r_;                                                                                 \
+    } while (0)
+
 #endif // SIM_INTERNAL_H

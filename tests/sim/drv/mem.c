@@ -20,12 +20,6 @@
 
 #include "internal.h"
 
-#define SIM_RET(e)                                                                                 \
-    do {                                                                                           \
-        CUresult r_ = (e);                                                                         \
-        sim_leave();                                                                               \
-        return r_;                                                                                 \
-    } while (0)
 #define PAGE 4096ull
 
 static uint64_t round_up(uint64_t x, uint64_t a)
