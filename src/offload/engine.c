@@ -76,8 +76,8 @@ struct ao_chunk_s {
     // host copy is kept, so the memory can be taken back when the program
     // runs out (ao_engine_trim) and the layer reloaded at its backward.
     bool prefetched;
-    bool prepared;     // host slots taken, copies about to be queued
-    CUevent ev_copy;   // after the copies of a cancelled offload, still reading it
+    bool prepared;   // host slots taken, copies about to be queued
+    CUevent ev_copy; // after the copies of a cancelled offload, still reading it
     // Frees that the scope's own stream does not order (another stream's
     // cudaFreeAsync, a cudaFree): their events, which any release waits for.
     int nfree_ev;
@@ -374,8 +374,7 @@ static void chunk_set(ao_chunk_t *c, ao_state_t st)
     // the reload is long done), so that the order is the GPU's and not only
     // that of the host thread that saw it complete.
     uint8_t g = AO_GS_AWAY;
-    if ((st == AO_RESIDENT && !c->reloaded) ||
-        (st == AO_OFFLOADING && !c->scope->release_recorded))
+    if ((st == AO_RESIDENT && !c->reloaded) || (st == AO_OFFLOADING && !c->scope->release_recorded))
         g = AO_GS_RESIDENT;
     else if ((st == AO_RELOADING || st == AO_RESIDENT) && c->safe_stream)
         g = AO_GS_STREAM;
@@ -799,7 +798,8 @@ static void free_event(ao_chunk_t *c, CUstream s)
         event_put(c->free_ev[0], false);
         c->nfree_ev--;
         memmove(c->free_ev, c->free_ev + 1, (size_t)c->nfree_ev * sizeof *c->free_ev);
-        memmove(c->free_ev_stream, c->free_ev_stream + 1, (size_t)c->nfree_ev * sizeof *c->free_ev_stream);
+        memmove(c->free_ev_stream, c->free_ev_stream + 1,
+                (size_t)c->nfree_ev * sizeof *c->free_ev_stream);
     }
     CUevent e = record(s, false);
     if (!e) return;
@@ -1041,7 +1041,8 @@ static void offload(ao_scope_t *s)
         if (!c->prepared) continue;
         for (int i = 0; i < E.nstreams; i++)
             if (E.streams[i] != s->stream) free_event(c, E.streams[i]);
-        for (int i = 0; i < c->nfree_ev; i++) gpu_wait(E.d2h, c->free_ev[i]);
+        for (int i = 0; i < c->nfree_ev; i++)
+            gpu_wait(E.d2h, c->free_ev[i]);
     }
     // Host slots freed after a reload may be refilled now: the copies out
     // follow the copies back on the GPU, whichever host thread freed them.
@@ -1144,7 +1145,8 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
             gpu_wait(E.h2d, s->ev_release);
             t0 = record(E.h2d, true);
         }
-        for (int i = 0; i < c->nfree_ev; i++) gpu_wait(E.h2d, c->free_ev[i]);
+        for (int i = 0; i < c->nfree_ev; i++)
+            gpu_wait(E.h2d, c->free_ev[i]);
         uint64_t cbytes = 0;
         unsigned cbuffers = 0;
         CUresult cr = CUDA_SUCCESS;
@@ -1375,7 +1377,8 @@ int ao_engine_backward_begin(int layer)
     // once their reloads are complete.
     for (int l = layer; l >= layer - 1 && l >= 0; l--) {
         ao_scope_t *s = scope_find(l, mb);
-        for (ao_chunk_t *c = s ? s->chunks : NULL; c; c = c->next) unprefetch(c);
+        for (ao_chunk_t *c = s ? s->chunks : NULL; c; c = c->next)
+            unprefetch(c);
     }
     // The stream that runs this backward waits on the GPU; the host goes on.
     CUstream cs = current_stream();

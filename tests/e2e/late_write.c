@@ -79,7 +79,8 @@ static void *writer(void *unused)
     (void)unused;
     pthread_mutex_lock(&job.mu);
     for (;;) {
-        while (job.layer == -1) pthread_cond_wait(&job.cv, &job.mu);
+        while (job.layer == -1)
+            pthread_cond_wait(&job.cv, &job.mu);
         if (job.layer == -2) break;
         CHECK(cudaStreamWaitEvent(side, ev_ready, 0));
         rewrite_on(job.layer, side);
@@ -105,7 +106,8 @@ static void rewrite(int l)
     job.layer = l;
     job.done = false;
     pthread_cond_broadcast(&job.cv);
-    while (!job.done) pthread_cond_wait(&job.cv, &job.mu);
+    while (!job.done)
+        pthread_cond_wait(&job.cv, &job.mu);
     pthread_mutex_unlock(&job.mu);
     CHECK(cudaStreamWaitEvent(0, ev_written, 0));
 }
@@ -125,7 +127,8 @@ static bool run(void)
         maybe_rewrite(l); // inside the next layer
         CHECK(cudaMallocAsync((void **)&act[l], BYTES, 0));
         if (l == 0) {
-            for (size_t i = 0; i < N; i++) host[i] = 1.0f;
+            for (size_t i = 0; i < N; i++)
+                host[i] = 1.0f;
             CHECK(cudaMemcpyAsync(act[0], host, BYTES, cudaMemcpyHostToDevice, 0));
             want[0] = 1.0f;
         } else {

@@ -37,7 +37,8 @@ static void run(const workload_t *w, const char *fail, e2e_result_t *r)
 {
     const char *env[16];
     int n = 0;
-    for (const char *const *e = w->env; *e; e++) env[n++] = *e;
+    for (const char *const *e = w->env; *e; e++)
+        env[n++] = *e;
     env[n++] = "SIM_QUIET=0";
     env[n++] = "AOSHIM_QUIET=1";
     char spec[128];
@@ -130,8 +131,8 @@ static void matrix(const workload_t *w)
         }
         printf("\n");
     }
-    printf("fault matrix, %s: %d cells: same %d, error %d, wrong %d\n", w->name, cells,
-           count[SAME], count[ERROR], count[WRONG]);
+    printf("fault matrix, %s: %d cells: same %d, error %d, wrong %d\n", w->name, cells, count[SAME],
+           count[ERROR], count[WRONG]);
     fflush(stdout);
     free(line);
     e2e_free(&clean);
@@ -160,7 +161,8 @@ static void same_as_clean(const char *fail, const char *line, int times)
     cr_expect_eq(classify(&w, &r, clean.checksum, &why), SAME, "%s: %s (exit %d)\n%s", fail, why,
                  r.status, r.err);
     int n = 0;
-    for (const char *p = r.err; (p = strstr(p, line)) != NULL; p++) n++;
+    for (const char *p = r.err; (p = strstr(p, line)) != NULL; p++)
+        n++;
     cr_expect_eq(n, times, "%s: '%s' %d times, want %d:\n%s", fail, line, n, times, r.err);
     e2e_free(&clean);
     e2e_free(&r);
@@ -199,7 +201,8 @@ static void clear_error(const char *fail)
                  r.err);
     const char *line = "could not be brought back to the device: the call is refused";
     int n = 0;
-    for (const char *p = r.err; (p = strstr(p, line)) != NULL; p++) n++;
+    for (const char *p = r.err; (p = strstr(p, line)) != NULL; p++)
+        n++;
     cr_expect_eq(n, 1, "%s: '%s' %d times:\n%s", fail, line, n, r.err);
     e2e_free(&r);
 }
