@@ -10,8 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-// Run `true` under the shim with NAME=VALUE; return its exit status and stderr.
-static int run_with(const char *name, const char *value, char *out, size_t outlen)
+// Run `true` under the shim, its stderr into out; the exit status (128 +
+// signal). envp: exactly that environment; NULL: this process's, with
+// LD_PRELOAD and NAME=VALUE (name NULL: none) added.
+static int run_true(char *const *envp, const char *name, const char *value, char *out,
+                    size_t outlen)
 {
     const char *lib = getenv("AO_TEST_SHIM");
     cr_assert(lib, "AO_TEST_SHIM not set by the test harness");
@@ -21,9 +24,14 @@ static int run_with(const char *name, const char *value, char *out, size_t outle
     if (pid == 0) {
         dup2(pipefd[1], 2);
         close(pipefd[0]);
-        setenv("LD_PRELOAD", lib, 1);
-        if (name) setenv(name, value, 1);
-        execlp("true", "true", (char *)NULL);
+        char *argv[] = {"true", NULL};
+        if (envp) {
+            execvpe("true", argv, envp);
+        } else {
+            setenv("LD_PRELOAD", lib, 1);
+            if (name) setenv(name, value, 1);
+            execvp("true", argv);
+        }
         _exit(127);
     }
     close(pipefd[1]);
@@ -36,6 +44,12 @@ static int run_with(const char *name, const char *value, char *out, size_t outle
     int st;
     waitpid(pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// Run `true` under the shim with NAME=VALUE; return its exit status and stderr.
+static int run_with(const char *name, const char *value, char *out, size_t outlen)
+{
+    return run_true(NULL, name, value, out, outlen);
 }
 
 static int run_envp(const char *const *vars, char *out, size_t outlen);
@@ -130,26 +144,7 @@ static int run_envp(const char *const *vars, char *out, size_t outlen)
     for (; *vars && n < 31; vars++)
         envp[n++] = (char *)*vars;
     envp[n] = NULL;
-    int pipefd[2];
-    cr_assert_eq(pipe(pipefd), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pipefd[1], 2);
-        close(pipefd[0]);
-        char *argv[] = {"true", NULL};
-        execvpe("true", argv, envp);
-        _exit(127);
-    }
-    close(pipefd[1]);
-    size_t k = 0;
-    ssize_t r;
-    while (k < outlen - 1 && (r = read(pipefd[0], out + k, outlen - 1 - k)) > 0)
-        k += (size_t)r;
-    out[k] = '\0';
-    close(pipefd[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return run_true(envp, NULL, NULL, out, outlen);
 }
 
 // A value holding a newline or a terminal escape: still one line, the
