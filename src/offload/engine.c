@@ -206,13 +206,18 @@ static void event_put(CUevent e, bool timing)
 // the host waits for s instead and NULL is returned: NULL always means
 // "complete", and is never a guess (treating a missing event as complete
 // released memory that kernels still used).
+static void record_failed(CUstream s)
+{
+    WARN_ONCE("recording a CUDA event failed: the host waits for the stream instead");
+    ao_real.cuStreamSynchronize(s);
+}
+
 static CUevent record(CUstream s, bool timing)
 {
     CUevent e = event_get(timing);
     if (e && ao_real.cuEventRecord(e, s) == CUDA_SUCCESS) return e;
     event_put(e, timing);
-    WARN_ONCE("recording a CUDA event failed: the host waits for the stream instead");
-    ao_real.cuStreamSynchronize(s);
+    record_failed(s);
     return NULL;
 }
 
@@ -220,9 +225,7 @@ static CUevent record(CUstream s, bool timing)
 // the same stream covers the earlier one); on failure, as record().
 static void rerecord(CUevent e, CUstream s)
 {
-    if (ao_real.cuEventRecord(e, s) == CUDA_SUCCESS) return;
-    WARN_ONCE("recording a CUDA event failed: the host waits for the stream instead");
-    ao_real.cuStreamSynchronize(s);
+    if (ao_real.cuEventRecord(e, s) != CUDA_SUCCESS) record_failed(s);
 }
 
 // Stream s waits on the GPU for e; if the driver refuses, the host waits for

@@ -301,11 +301,6 @@ def offload(blocks, first_layer=0):
     return layer
 
 
-def blocks():
-    """The blocks aoshim marks, in layer order."""
-    return [b for _, b in _hooked]
-
-
 # --- automatic discovery ------------------------------------------------------------------------
 _seen = set()  # ids of modules examined, with their descendants
 _discovery = None
