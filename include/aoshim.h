@@ -78,6 +78,32 @@ AOSHIM_API int aoshim_backward_end(int layer);
 AOSHIM_API int aoshim_step_end(void);
 AOSHIM_API int aoshim_set_microbatch(int microbatch);
 AOSHIM_API int aoshim_set_stream(void *cuda_stream);
+
+// The manual schedule, for programs that schedule their own copies (a
+// pipeline schedule, TransformerEngine's manual synchronization). In
+// AOSHIM_SCHEDULE_AUTO (the default) every ended layer that the policy
+// (AOSHIM_OFFLOAD_LAYERS) selects is copied out and brought back by aoshim.
+// In AOSHIM_SCHEDULE_MANUAL nothing moves unless the program says so:
+//   aoshim_offload_layer(L)  layer L (of the current microbatch, ended this
+//                            step) is copied to host memory at its release
+//                            point: once the next layer has ended, so that
+//                            every read and write of L's outputs in the
+//                            forward pass is enqueued (now, if that passed);
+//                            its device memory goes when the copy is done.
+//   aoshim_release_layer(L)  the program is done with L in this forward: the
+//                            copy starts now if it has not, the host waits
+//                            for it and the memory is released on return.
+//   aoshim_reload_layer(L)   L comes back now, asynchronously; backward
+//                            kernels wait for it on the GPU.
+// Whatever the schedule, a kernel that touches an offloaded layer gets it
+// back first (counted as a late reload), so no order of calls gives wrong
+// data. A layer never named stays on the device. Set the schedule outside
+// any open layer; it holds for the whole process.
+enum { AOSHIM_SCHEDULE_AUTO = 0, AOSHIM_SCHEDULE_MANUAL = 1 };
+AOSHIM_API int aoshim_set_schedule(int schedule);
+AOSHIM_API int aoshim_offload_layer(int layer);
+AOSHIM_API int aoshim_release_layer(int layer);
+AOSHIM_API int aoshim_reload_layer(int layer);
 AOSHIM_API int aoshim_keep(const void *device_ptr);
 AOSHIM_API int aoshim_get_stats(aoshim_stats_t *out);
 AOSHIM_API int aoshim_report_now(void);
@@ -101,6 +127,10 @@ AOSHIM_API const char *aoshim_option_info(int i);
 #pragma weak aoshim_step_end
 #pragma weak aoshim_set_microbatch
 #pragma weak aoshim_set_stream
+#pragma weak aoshim_set_schedule
+#pragma weak aoshim_offload_layer
+#pragma weak aoshim_release_layer
+#pragma weak aoshim_reload_layer
 #pragma weak aoshim_keep
 #pragma weak aoshim_get_stats
 #pragma weak aoshim_report_now
@@ -136,6 +166,22 @@ static inline int aoshim_try_set_microbatch(int mb)
 static inline int aoshim_try_set_stream(void *s)
 {
     return AOSHIM_TRY_(aoshim_set_stream, s);
+}
+static inline int aoshim_try_set_schedule(int schedule)
+{
+    return AOSHIM_TRY_(aoshim_set_schedule, schedule);
+}
+static inline int aoshim_try_offload_layer(int l)
+{
+    return AOSHIM_TRY_(aoshim_offload_layer, l);
+}
+static inline int aoshim_try_release_layer(int l)
+{
+    return AOSHIM_TRY_(aoshim_release_layer, l);
+}
+static inline int aoshim_try_reload_layer(int l)
+{
+    return AOSHIM_TRY_(aoshim_reload_layer, l);
 }
 static inline int aoshim_try_keep(const void *p)
 {

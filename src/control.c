@@ -49,6 +49,22 @@ AOSHIM_API int aoshim_set_microbatch(int mb)
 {
     BOUNDARY(AO_CTL_SET_MICROBATCH, mb, ao_engine_set_microbatch(mb));
 }
+AOSHIM_API int aoshim_set_schedule(int schedule)
+{
+    BOUNDARY(AO_CTL_SET_SCHEDULE, schedule, ao_engine_set_schedule(schedule));
+}
+AOSHIM_API int aoshim_offload_layer(int layer)
+{
+    BOUNDARY(AO_CTL_OFFLOAD_LAYER, layer, ao_engine_offload_layer(layer));
+}
+AOSHIM_API int aoshim_release_layer(int layer)
+{
+    BOUNDARY(AO_CTL_RELEASE_LAYER, layer, ao_engine_release_layer(layer));
+}
+AOSHIM_API int aoshim_reload_layer(int layer)
+{
+    BOUNDARY(AO_CTL_RELOAD_LAYER, layer, ao_engine_reload_layer(layer));
+}
 AOSHIM_API int aoshim_set_stream(void *s)
 {
     return ao_engine_set_stream((CUstream)s);

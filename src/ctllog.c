@@ -32,6 +32,10 @@ static const char *const names[] = {
     [AO_CTL_BACKWARD_END] = "backward_end",
     [AO_CTL_STEP_END] = "step_end",
     [AO_CTL_SET_MICROBATCH] = "set_microbatch",
+    [AO_CTL_SET_SCHEDULE] = "set_schedule",
+    [AO_CTL_OFFLOAD_LAYER] = "offload_layer",
+    [AO_CTL_RELEASE_LAYER] = "release_layer",
+    [AO_CTL_RELOAD_LAYER] = "reload_layer",
 };
 
 // Whether the name has a %p of its own (not the tail of a "%%").
@@ -117,6 +121,8 @@ void ao_ctllog(ao_ctl_call_t call, int arg)
         layer = mb = -1;
     else if (call == AO_CTL_SET_MICROBATCH)
         layer = -1, mb = arg;
+    else if (call == AO_CTL_SET_SCHEDULE)
+        mb = -1;
     char line[64];
     size_t n = strlen(names[call]);
     memcpy(line, names[call], n);

@@ -15,6 +15,10 @@ typedef enum ao_ctl_call_e {
     AO_CTL_BACKWARD_END,
     AO_CTL_STEP_END,
     AO_CTL_SET_MICROBATCH,
+    AO_CTL_SET_SCHEDULE, // the "layer" field is the schedule, the microbatch -1
+    AO_CTL_OFFLOAD_LAYER,
+    AO_CTL_RELEASE_LAYER,
+    AO_CTL_RELOAD_LAYER,
 } ao_ctl_call_t;
 
 // Log one call: arg is the layer, or for set_microbatch the new microbatch

@@ -101,6 +101,8 @@ struct ao_scope_s {
     bool recompute, ended, release_recorded;
     bool offload_pending; // ended forward layer: copied out at its release point
     bool release_passed;  // ...which has passed, but the copy waits for the next layer_begin
+                          // (or, in the manual schedule, for aoshim_offload_layer)
+    bool wanted;          // manual schedule: aoshim_offload_layer asked for this layer
     ao_state_t state;
     CUstream stream;  // the compute stream at layer_begin
     pthread_t thread; // the thread that began the layer
@@ -148,6 +150,10 @@ static struct {
     } timed[AO_MAX_TIMED]; // GPU intervals (copies, waits) not yet read
     int ntimed;
     int mb;
+    // The manual schedule (aoshim_set_schedule): only the layers the program
+    // names are copied out, and nothing comes back before it asks, except
+    // what a kernel needs now.
+    bool manual;
     int nlayers; // layers in a forward pass, known once a backward began
     int max_fwd_layer;
     ao_phase_t phase[AO_MAX_MB];
@@ -1025,7 +1031,7 @@ static bool layer_selected(int layer)
 static void offload(ao_scope_t *s)
 {
     s->offload_pending = false;
-    if (!layer_selected(s->layer)) return;
+    if (!(E.manual ? s->wanted : layer_selected(s->layer))) return;
     bool any = false;
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
         any |= c->prepared = offload_prepare(c);
@@ -1075,13 +1081,15 @@ static void offload(ao_scope_t *s)
 // has passed may still be among the last, whose backward (and reload) comes
 // at once, so its copy waits for the next layer_begin, which proves the
 // forward goes on (copies issued later are still after every earlier write).
+// In the manual schedule the program has said which layers go: a layer it
+// named is copied at its release point, one not (yet) named waits for it.
 static void release_point(int mb, const ao_scope_t *except)
 {
     for (ao_scope_t *s = E.scopes; s; s = s->next)
         if (s->mb == mb && s != except && s->offload_pending) {
             if (!except)
                 s->offload_pending = false;
-            else if (E.nlayers == 0)
+            else if (E.manual ? !s->wanted : E.nlayers == 0)
                 s->release_passed = true;
             else
                 offload(s);
@@ -1092,7 +1100,8 @@ static void release_point(int mb, const ao_scope_t *except)
 static void forward_goes_on(int mb)
 {
     for (ao_scope_t *s = E.scopes; s; s = s->next)
-        if (s->mb == mb && s->offload_pending && s->release_passed) offload(s);
+        if (s->mb == mb && s->offload_pending && s->release_passed && (!E.manual || s->wanted))
+            offload(s);
 }
 
 // Keep a chunk whose offload is cancelled: its copies still read it (a free
@@ -1368,7 +1377,7 @@ int ao_engine_backward_begin(int layer)
     // L-1 produced: both must be back. Prefetch brings L-2 .. L-1-d back
     // while L runs. One needed now but not yet reloaded is a missed prefetch;
     // its reload is still issued asynchronously.
-    int d = (int)ao_config.prefetch;
+    int d = E.manual ? 0 : (int)ao_config.prefetch; // manual: the program prefetches
     for (int l = layer; l >= layer - 1 - d && l >= 0; l--) {
         ao_scope_t *s = scope_find(l, mb);
         if (!s || (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING)) continue;
@@ -1448,6 +1457,113 @@ int ao_engine_set_microbatch(int mb)
     }
     E.mb = mb;
     return leave(0);
+}
+
+// --- the manual schedule -------------------------------------------------------------------
+// TransformerEngine's manual synchronizer, and any program that schedules
+// its own copies: aoshim_offload_layer names a layer to copy out,
+// aoshim_release_layer waits for that copy and gives the memory back,
+// aoshim_reload_layer brings it back early. What the automatic schedule
+// guarantees still holds: a copy never starts before the layer's release
+// point (the next layer has ended: every read and late write of its outputs
+// is enqueued), unless the program releases it, and a kernel that needs an
+// offloaded layer gets it back (late).
+int ao_engine_set_schedule(int schedule)
+{
+    if (schedule != AOSHIM_SCHEDULE_AUTO && schedule != AOSHIM_SCHEDULE_MANUAL) {
+        WARN_ONCE("aoshim_set_schedule(%d): the schedule is AOSHIM_SCHEDULE_AUTO (0) or "
+                  "AOSHIM_SCHEDULE_MANUAL (1)",
+                  schedule);
+        return AOSHIM_EINVAL;
+    }
+    int rc = enter();
+    if (rc) return rc;
+    if (E.open) {
+        WARN_ONCE("aoshim_set_schedule(%d) inside layer %d: end the layer first", schedule,
+                  E.open->layer);
+        return leave(AOSHIM_ESTATE);
+    }
+    E.manual = schedule == AOSHIM_SCHEDULE_MANUAL;
+    return leave(0);
+}
+
+// The current microbatch's ended forward layer for a manual command; NULL
+// with *rc 0 when it tracked nothing (nothing to move), or with an error.
+static ao_scope_t *manual_scope(const char *fn, int layer, int *rc)
+{
+    static int once_auto, once_ran, once_open;
+    *rc = AOSHIM_ESTATE;
+    if (!E.manual) {
+        ao_warn_once(&once_auto,
+                     "%s(%d): only in the manual schedule (call "
+                     "aoshim_set_schedule(AOSHIM_SCHEDULE_MANUAL) first)",
+                     fn, layer);
+        return NULL;
+    }
+    if (!fwd_ran(layer, E.mb)) {
+        ao_warn_once(&once_ran, "%s(%d): layer %d has not run forward in this step (microbatch %d)",
+                     fn, layer, layer, E.mb);
+        return NULL;
+    }
+    if (E.open && E.open->layer == layer && E.open->mb == E.mb) {
+        ao_warn_once(&once_open, "%s(%d): the layer is still open: end it first", fn, layer);
+        return NULL;
+    }
+    *rc = 0;
+    return scope_find(layer, E.mb);
+}
+
+int ao_engine_offload_layer(int layer)
+{
+    CHECK_ID("aoshim_offload_layer", layer, AO_MAX_LAYERS);
+    int rc = enter();
+    if (rc) return rc;
+    ao_scope_t *s = manual_scope("aoshim_offload_layer", layer, &rc);
+    if (!s) return leave(rc);
+    if (E.phase[E.mb] == PHASE_BACKWARD) {
+        WARN_ONCE("aoshim_offload_layer(%d): the backward of microbatch %d has begun", layer, E.mb);
+        return leave(AOSHIM_ESTATE);
+    }
+    s->wanted = true;
+    if (s->offload_pending && s->release_passed) offload(s);
+    return leave(0);
+}
+
+int ao_engine_release_layer(int layer)
+{
+    CHECK_ID("aoshim_release_layer", layer, AO_MAX_LAYERS);
+    int rc = enter();
+    if (rc) return rc;
+    ao_scope_t *s = manual_scope("aoshim_release_layer", layer, &rc);
+    if (!s) return leave(rc);
+    if (!s->wanted) {
+        WARN_ONCE("aoshim_release_layer(%d) before aoshim_offload_layer(%d)", layer, layer);
+        return leave(AOSHIM_ESTATE);
+    }
+    // The program is done with the layer's outputs in this forward pass: the
+    // copy starts now if its release point has not come (the last layer).
+    // Any later use still finds the chunk away and brings it back.
+    if (s->offload_pending) offload(s);
+    if (s->state == AO_OFFLOADING && s->release_recorded) {
+        if (s->ev_copied) ao_real.cuEventSynchronize(s->ev_copied);
+        if (s->ev_release) ao_real.cuEventSynchronize(s->ev_release);
+        poll_locked();
+    }
+    return leave(0);
+}
+
+int ao_engine_reload_layer(int layer)
+{
+    CHECK_ID("aoshim_reload_layer", layer, AO_MAX_LAYERS);
+    int rc = enter();
+    if (rc) return rc;
+    ao_scope_t *s = manual_scope("aoshim_reload_layer", layer, &rc);
+    if (!s) return leave(rc);
+    s->wanted = false; // a copy not started yet is not wanted any more
+    if (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING) return leave(0);
+    // As a prefetch: the host copy stays until a kernel uses the layer, so
+    // the memory can be taken back if the program runs out meanwhile.
+    return leave(reload(s, false, true));
 }
 
 int ao_engine_set_stream(CUstream s)

@@ -71,6 +71,10 @@ int ao_engine_backward_end(int layer);
 int ao_engine_step_end(void);
 int ao_engine_set_microbatch(int mb);
 int ao_engine_set_stream(CUstream s);
+int ao_engine_set_schedule(int schedule);
+int ao_engine_offload_layer(int layer);
+int ao_engine_release_layer(int layer);
+int ao_engine_reload_layer(int layer);
 int ao_engine_keep(CUdeviceptr p);
 
 // The stream a reloading chunk is already safe on (see scan.h).

@@ -6,12 +6,13 @@
 # engine really moves memory under the Python hooks.
 import argparse
 import math
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
+
+from simdev import Device, SavedOnDevice
 
 p = argparse.ArgumentParser()
 p.add_argument("--model", default="gpt", choices=["gpt", "llama", "two", "flat", "seq"])
@@ -35,49 +36,8 @@ torch.manual_seed(0)
 V, T, B, H = 64, 16, 2, args.hidden
 
 
-# --- device memory per block, through the CUDA driver (cuda.bindings) -------------------------
-class Device:
-    def __init__(self):
-        from cuda.bindings import driver as cu
-        self.cu = cu
-        self.check(cu.cuInit(0))
-        dev = self.check(cu.cuDeviceGet(0))
-        self.ctx = self.check(cu.cuDevicePrimaryCtxRetain(dev))
-        self.check(cu.cuCtxSetCurrent(self.ctx))
-        self.weights = self.check(cu.cuMemAlloc(4 << 20))  # the model "on the GPU" first
-
-    def check(self, r):
-        err, *rest = r if isinstance(r, tuple) else (r,)
-        if err != self.cu.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(f"CUDA error {err}")
-        return rest[0] if len(rest) == 1 else rest
-
-
-class SavedOnDevice(torch.autograd.Function):
-    """Forward writes a pattern to fresh device memory; backward reads it back and checks it."""
-
-    @staticmethod
-    def forward(ctx, x, tag):
-        n = args.sim << 20
-        ptr = dev.check(dev.cu.cuMemAlloc(n))
-        pattern = bytes([(tag * 7 + i) % 251 for i in range(256)]) * (n // 256)
-        dev.check(dev.cu.cuMemcpyHtoD(ptr, pattern, n))
-        ctx.ptr, ctx.pattern = ptr, pattern
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        n = len(ctx.pattern)
-        back = bytearray(n)
-        dev.check(dev.cu.cuMemcpyDtoH(back, ctx.ptr, n))
-        dev.check(dev.cu.cuMemFree(ctx.ptr))
-        if bytes(back) != ctx.pattern:
-            print("DEVICE DATA CORRUPTED", file=sys.stderr)
-            sys.exit(3)
-        return g, None
-
-
-dev = Device() if args.sim else None
+# --- device memory per block (simdev.py), on the simulated GPU -------------------------------
+dev = Device(args.sim) if args.sim else None
 
 
 # --- models ------------------------------------------------------------------------------------
@@ -102,7 +62,7 @@ class Block(nn.Module):  # GPT-2
 
     def forward(self, x):
         if dev:
-            x = SavedOnDevice.apply(x, self.i)
+            x = SavedOnDevice.apply(x, self.i, dev)
         x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
 
@@ -136,7 +96,7 @@ class LlamaDecoderLayer(nn.Module):  # returns a tuple, as Hugging Face's layers
 
     def forward(self, hidden_states, attention_mask=None):
         if dev:
-            hidden_states = SavedOnDevice.apply(hidden_states, self.i)
+            hidden_states = SavedOnDevice.apply(hidden_states, self.i, dev)
         h = hidden_states + self.self_attn(self.input_layernorm(hidden_states))
         return (h + self.mlp(self.post_attention_layernorm(h)),)
 

@@ -17,11 +17,14 @@ import threading
 __all__ = [
     "loaded", "version", "layer_begin", "layer_end", "backward_begin", "backward_end",
     "step_end", "set_microbatch", "set_stream", "keep", "stats", "report_now", "set_frontend",
+    "set_schedule", "offload_layer", "release_layer", "reload_layer",
     "OK", "EINVAL", "ESTATE", "ENOTFOUND", "EDISABLED", "ENOTLOADED",
+    "SCHEDULE_AUTO", "SCHEDULE_MANUAL",
 ]
 
 # The codes of include/aoshim.h.
 OK, EINVAL, ESTATE, ENOTFOUND, EDISABLED, ENOTLOADED = 0, -1, -2, -3, -4, -5
+SCHEDULE_AUTO, SCHEDULE_MANUAL = 0, 1
 
 
 class _Stats(ctypes.Structure):
@@ -49,6 +52,10 @@ _SIGNATURES = {
     "aoshim_report_now": (ctypes.c_int, []),
     "aoshim_version": (ctypes.c_char_p, []),
     "aoshim_set_frontend": (ctypes.c_int, [ctypes.c_char_p]),
+    "aoshim_set_schedule": (ctypes.c_int, [ctypes.c_int]),
+    "aoshim_offload_layer": (ctypes.c_int, [ctypes.c_int]),
+    "aoshim_release_layer": (ctypes.c_int, [ctypes.c_int]),
+    "aoshim_reload_layer": (ctypes.c_int, [ctypes.c_int]),
 }
 
 
@@ -107,6 +114,11 @@ backward_end = _fn("backward_end")
 step_end = _fn("step_end")
 set_microbatch = _fn("set_microbatch")
 report_now = _fn("report_now")
+# The manual schedule (aoshim.h): nothing moves unless the program says so.
+set_schedule = _fn("set_schedule")
+offload_layer = _fn("offload_layer")
+release_layer = _fn("release_layer")
+reload_layer = _fn("reload_layer")
 
 
 def set_stream(stream):

@@ -29,7 +29,7 @@ from torch import nn
 
 import aoshim
 
-__all__ = ["offload", "find_blocks"]
+__all__ = ["offload", "find_blocks", "get_cpu_offload_context", "mark_not_offload"]
 
 _MAX_MB = 1024  # the engine's microbatch ids: 0 .. 1023
 
@@ -379,3 +379,14 @@ def _auto():
     if _mode() == "off" or _discovery is not None or _hooked:
         return
     _discovery = nn.modules.module.register_module_forward_pre_hook(_discover)
+
+
+# --- TransformerEngine's interface (_te.py) -------------------------------------------------------
+from aoshim._te import get_cpu_offload_context  # noqa: E402
+
+
+def mark_not_offload(*tensors):
+    """TransformerEngine's mark_not_offload: the memory under these tensors stays on the device."""
+    for t in tensors:
+        if t is not None:
+            aoshim.keep(t)
