@@ -162,8 +162,10 @@ bool ao_layerset_has(const ao_layerset_t *s, unsigned layer, unsigned nlayers)
     case AO_LAYERS_COUNT:
         return layer < s->count;
     case AO_LAYERS_PERCENT:
-        // Until the layer count is known (the first forward pass), nothing.
-        return nlayers > 0 && layer < (nlayers * s->percent + 50) / 100;
+        // Until the layer count is known (the first step), every layer, as
+        // 'all' does: offloading none would make the first step's peak the
+        // run's peak, the peak without aoshim.
+        return nlayers == 0 || layer < (nlayers * s->percent + 50) / 100;
     case AO_LAYERS_LIST:
         return (s->bits[layer / 64] >> (layer % 64)) & 1;
     }

@@ -216,6 +216,26 @@ Test(e2e, memory_saving, .timeout = 60)
     e2e_free(&with);
 }
 
+// A percentage of the layers saves what the same count saves: the layer
+// count is not known in the first step, which offloads every layer rather
+// than none (offloading none made the first step's peak, the peak without
+// aoshim, the run's peak: 50% saved nothing).
+Test(e2e, percent_saves_like_count, .timeout = 60)
+{
+    e2e_result_t count, pct;
+    e2e_train(&count, true, ENV("AOSHIM_OFFLOAD_LAYERS=4"), MEMORY_MODEL);
+    expect_ok("AOSHIM_OFFLOAD_LAYERS=4", &count);
+    e2e_train(&pct, true, ENV("AOSHIM_OFFLOAD_LAYERS=50%"), MEMORY_MODEL);
+    expect_ok("AOSHIM_OFFLOAD_LAYERS=50%", &pct);
+    cr_log_info("percent: peak 4 layers %" PRIu64 ", 50%% %" PRIu64, count.peak, pct.peak);
+    cr_assert_str_eq(pct.checksum, count.checksum);
+    cr_expect_leq((double)pct.peak, 1.01 * (double)count.peak,
+                  "50%% of 8 layers: peak %" PRIu64 " > 1.01 x the peak with 4 (%" PRIu64 ")",
+                  pct.peak, count.peak);
+    e2e_free(&count);
+    e2e_free(&pct);
+}
+
 // --- speed: the cost model ------------------------------------------------------------------
 // Per-layer compute time of the fused model on the simulator's h100 profile,
 // from train_step's kernel list: each kernel costs 3 us fixed
@@ -455,7 +475,8 @@ Test(e2e, passthrough_layers_none, .timeout = 60)
 static size_t count(const char *text, const char *needle)
 {
     size_t n = 0;
-    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
     return n;
 }
 
