@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define AOSHIM_VERSION_MAJOR 0
-#define AOSHIM_VERSION_MINOR 1
+#define AOSHIM_VERSION_MINOR 2
 #define AOSHIM_VERSION_PATCH 0
 
 #if defined(__GNUC__)

@@ -129,7 +129,7 @@ Test(preload_env, good_values_are_silent)
     cr_assert_str_eq(out, "");
     cr_expect_eq(rmdir(dir), 0, "the control log was created in %s", dir);
     cr_assert_eq(run_with("AOSHIM_VERBOSE", "1", out, sizeof out), 0);
-    cr_assert(strstr(out, "aoshim: version 0.1.0") == out, "%s", out);
+    cr_assert(strstr(out, "aoshim: version 0.2.0") == out, "%s", out);
     cr_assert(strstr(out, "AOSHIM_PREFETCH=1 (default)") != NULL, "%s", out);
 }
 
