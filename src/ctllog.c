@@ -75,7 +75,7 @@ static int open_log(void)
     if (f < 0)
         ao_report_path_warn("AOSHIM_CONTROL_LOG",
                             "AOSHIM_CONTROL_LOG: cannot write %s: %s; no control log", path,
-                            strerror(errno)); // unless said at start already
+                            strerror(errno)); // passed the start-up check: changed since
     return f;
 }
 

@@ -84,7 +84,11 @@ static void pytorch_allocator(void)
 __attribute__((constructor)) static void ao_init(void)
 {
     char err[768];
-    if (ao_config_load(&ao_config, NULL, err, sizeof err) < 0) {
+    // A file name that cannot be written is a bad value too, said now, not
+    // after a long run. The reports are written only with the engine on; the
+    // control log always. Before the verbose listing: the error is the one line.
+    if (ao_config_load(&ao_config, NULL, err, sizeof err) < 0 ||
+        ao_report_check_paths(ao_config.enable, err, sizeof err) < 0) {
         ao_log(AO_LOG_ERROR, "%s", err + sizeof "aoshim: error: " - 1);
         _exit(2);
     }
@@ -92,9 +96,6 @@ __attribute__((constructor)) static void ao_init(void)
         ao_log(AO_LOG_INFO, "version %s, pid %d", AO_VERSION_STRING, (int)getpid());
         ao_config_print(2);
     }
-    // A file name that cannot be written is said now, not after a long run.
-    // The reports are written only with the engine on; the control log always.
-    ao_report_check_paths(ao_config.enable);
     // Registered whatever AOSHIM_ENABLE says: the control log is written
     // when the engine is off too, and a child must not write its parent's.
     pthread_atfork(NULL, NULL, at_fork_child);

@@ -60,7 +60,11 @@ size_t ao_escape(char *out, size_t size, const char *s, size_t n, bool backslash
             unit[0] = '\\';
             unit[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : '\\';
             k = 2;
-        } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && (adv = ao_utf8_seq(s + i, n - i)) == 0)) {
+        } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && (adv = ao_utf8_seq(s + i, n - i)) == 0) ||
+                   // U+0080..U+009F, the C1 controls: valid UTF-8, yet a
+                   // terminal may act on one (U+009B is CSI, an escape
+                   // sequence's start). Its two bytes are shown as \xHH.
+                   (c == 0xc2 && adv == 2 && (unsigned char)s[i + 1] < 0xa0)) {
             static const char hex[] = "0123456789abcdef";
             unit[0] = '\\', unit[1] = 'x', unit[2] = hex[c >> 4], unit[3] = hex[c & 15];
             k = 4, adv = 1;

@@ -38,10 +38,11 @@ void ao_write_line(int fd, const char *buf, size_t len);
 // points past U+10FFFF are not valid, as strict JSON readers hold).
 size_t ao_utf8_seq(const char *s, size_t n);
 // s (n bytes) as one printable line into out (size bytes, NUL-terminated):
-// \n, \r, \t and \xHH for the other control characters and for bytes
-// that are not UTF-8; a backslash doubled when backslash is true (a value
-// shown so that it can be read back exactly). What does not fit is cut at a
-// character boundary and ends in "...". Returns the length written.
+// \n, \r, \t and \xHH for the other control characters (C0, DEL, and
+// C1 = U+0080..U+009F as its two bytes) and for bytes that are not UTF-8;
+// a backslash doubled when backslash is true (a value shown so that it can
+// be read back exactly). What does not fit is cut at a character boundary
+// and ends in "...". Returns the length written.
 size_t ao_escape(char *out, size_t size, const char *s, size_t n, bool backslash);
 
 #endif // AO_LOG_H

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Where the report goes: file names with %p/%r/%h, checked at start, written
-// safely (a temporary name, then rename), one warning for a file that cannot
-// be written, and the order of the writers at exit.
+// Where the report goes: file names with %p/%r/%h, checked at start (a bad
+// one stops the program as a bad value does), written safely (a temporary
+// name, then rename), one warning for a file that still cannot be written at
+// exit, and the order of the writers at exit.
 #include "report.h"
 
 #include <errno.h>
@@ -93,22 +94,36 @@ static const char *file_kind(mode_t m)
                          : "not a regular file";
 }
 
-void ao_report_check_paths(bool reports)
+// What a write at exit would refuse, found now. The reports replace only a
+// regular file (ao_report_write); the control log is opened in place, so a
+// device (/dev/null, a terminal) is fine there, but a FIFO would block the
+// program at its first control call and a directory or symlink fails open.
+static bool refused_kind(bool in_place, mode_t m)
 {
-    static const char *const what[] = {"no report", "no trace", "no HTML report", "no control log"};
+    if (S_ISREG(m)) return false;
+    return !(in_place && (S_ISCHR(m) || S_ISBLK(m)));
+}
+
+int ao_report_check_paths(bool reports, char *err, size_t errlen)
+{
     const char **field[] = {&ao_config.report, &ao_config.trace, &ao_config.report_html,
                             &ao_config.control_log};
     for (size_t i = 0; i < sizeof field / sizeof *field; i++) {
-        char path[4096], dir[4096];
+        char path[4096], dir[4096], shown[256], shown_path[256];
         const char *pattern = *field[i];
         if (!pattern || (i < 3 && !reports)) continue;
+        bool in_place = i == 3; // the control log
+        // Escaped as a bad value is (config.c): one line whatever the name holds.
+        ao_escape(shown, sizeof shown, pattern, strlen(pattern), true);
         if (!ao_report_path(pattern, path, sizeof path)) {
-            ao_report_path_warn(path_vars[i], "%s='%s': file name too long; %s", path_vars[i],
-                                pattern, what[i]);
-            *field[i] = NULL;
-            continue;
+            snprintf(err, errlen,
+                     "aoshim: error: %s='%s': file name too long (at most %zu bytes after "
+                     "%%p/%%r/%%h expansion)",
+                     path_vars[i], shown, sizeof path - 1);
+            return -1;
         }
         if (stream_fd(path) >= 0) continue;
+        ao_escape(shown_path, sizeof shown_path, path, strlen(path), true);
         // The directory the file (and its temporary) will be created in.
         const char *slash = strrchr(path, '/');
         if (!slash)
@@ -117,21 +132,47 @@ void ao_report_check_paths(bool reports)
             strcpy(dir, "/");
         else
             memcpy(dir, path, (size_t)(slash - path)), dir[slash - path] = '\0';
+        // Only stat/lstat/access: a check that created the file (or its
+        // directory) would leave one behind in a process that never writes
+        // a report (a launcher, a compiler under the same LD_PRELOAD).
         struct stat st;
-        int err = 0;
+        int e = 0;
         if (stat(dir, &st) != 0)
-            err = errno;
+            e = errno;
         else if (!S_ISDIR(st.st_mode))
-            err = ENOTDIR;
+            e = ENOTDIR;
         else if (access(dir, W_OK | X_OK) != 0)
-            err = errno;
-        if (!err) continue;
-        // Said as open(2) would say it at exit, and that file is off for the
-        // run: the user fixes the name now rather than hear it twice.
-        ao_report_path_warn(path_vars[i], "%s: cannot write %s: %s; %s", path_vars[i], path,
-                            strerror(err), what[i]);
-        *field[i] = NULL;
+            e = errno;
+        else if (lstat(path, &st) == 0) {
+            if (refused_kind(in_place, st.st_mode)) {
+                snprintf(err, errlen, "aoshim: error: %s='%s': cannot write %s: it is %s; %s",
+                         path_vars[i], shown, shown_path, file_kind(st.st_mode),
+                         in_place ? "only a regular file or a device is written"
+                                  : "only a regular file is replaced");
+                return -1;
+            }
+            // Opened in place with O_TRUNC: the file itself must be writable
+            // (a report is renamed over it, which needs only the directory).
+            if (in_place && access(path, W_OK) != 0) e = errno;
+        } else if (errno != ENOENT) {
+            e = errno; // a name too long for the file system, say
+        }
+        // The temporary name is longer than the file's: it must fit too.
+        char tmp[4200];
+        if (!e && !in_place) {
+            if (!ao_report_tmp_name(path, 0, tmp, sizeof tmp))
+                e = ENAMETOOLONG;
+            else if (lstat(tmp, &st) != 0 && errno != ENOENT)
+                e = errno;
+        }
+        if (!e) continue;
+        // A bad value, as a bad AOSHIM_* value is (exit 2 before main): a
+        // name found wrong only at exit costs the user the whole run.
+        snprintf(err, errlen, "aoshim: error: %s='%s': cannot write %s: %s", path_vars[i], shown,
+                 shown_path, strerror(e));
+        return -1;
     }
+    return 0;
 }
 
 // --- writing a file ----------------------------------------------------------------------

@@ -142,10 +142,12 @@ bool ao_report_path(const char *pattern, char *out, size_t size);
 void ao_report_all(bool summary);
 // At load: whether each file asked for (the reports when reports is true,
 // and AOSHIM_CONTROL_LOG) can be created, its directory existing and
-// writable after %p/%r/%h expansion, so a bad name is found at start, not
-// after a long run. One that cannot gets one warning and is turned off
-// (its ao_config field set to NULL); the run goes on.
-void ao_report_check_paths(bool reports);
+// writable after %p/%r/%h expansion and nothing but a regular file at its
+// name (a device too for the control log), so a bad name is found at start,
+// not after a long run. Creates nothing. 0, or -1 with err holding the one
+// line "aoshim: error: AOSHIM_X='v': cannot write <path>: <why>" (the
+// caller exits 2, as for a bad value).
+int ao_report_check_paths(bool reports, char *err, size_t errlen);
 // A warning about var's file (var: "AOSHIM_REPORT", ..., "AOSHIM_CONTROL_LOG"):
 // printed for the first one per variable over the whole run, then silent.
 void ao_report_path_warn(const char *var, const char *fmt, ...)

@@ -261,22 +261,26 @@ Test(e2e_ctllog, to_stderr, .timeout = 30)
     e2e_free(&r);
 }
 
-// A file that cannot be opened: one warning, and the program goes on.
-Test(e2e_ctllog, unwritable_warns_once, .timeout = 30)
+// A file that cannot be opened is a bad value: one line at start, exit 2,
+// and the program never makes a call (it prints each call's code on stdout).
+Test(e2e_ctllog, unwritable_fails_at_start, .timeout = 30)
 {
     e2e_make_dir(dir, sizeof dir, "boundaries-test");
     char env[300];
     snprintf(env, sizeof env, "AOSHIM_CONTROL_LOG=%s/missing/ctl.log", dir);
     e2e_result_t r;
-    run(&r, true, ENV(env), "AO_BOUNDARIES", NULL, NULL, NULL);
-    expect_codes(r.out, AOSHIM_OK, false);
-    char want[400];
+    const char *argv[] = {e2e_path("AO_BOUNDARIES"), NULL};
+    e2e_run(&r, true, ENV(env), argv);
+    cr_expect_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+    cr_expect_str_eq(r.out, "", "the program ran");
+    char want[700];
     snprintf(want, sizeof want,
-             "aoshim: warning: AOSHIM_CONTROL_LOG: cannot write %s/missing/ctl.log: No such file "
-             "or directory; no control log\n",
-             dir);
+             "aoshim: error: AOSHIM_CONTROL_LOG='%s/missing/ctl.log': cannot write "
+             "%s/missing/ctl.log: No such file or directory\n",
+             dir, dir);
     cr_expect_str_eq(r.err, want);
     e2e_free(&r);
+    cr_expect_eq(files_in_dir(), 0, "the check created something in %s", dir);
     e2e_remove_dir(dir);
 }
 

@@ -192,48 +192,33 @@ Test(report, two_ranks_two_reports, .timeout = 120)
     e2e_remove_dir(dir);
 }
 
-Test(report, unwritable_path_warns_once, .timeout = 60)
+// A name that cannot be written is a bad value: one line at start, exit 2,
+// and the program never runs (train_step prints nothing, no summary) rather
+// than run for hours and then warn. The first bad variable is the one said.
+Test(report, unwritable_path_fails_at_start, .timeout = 60)
 {
-    e2e_result_t base, r;
-    e2e_train(&base, false, NULL, WORKLOAD);
+    e2e_result_t r;
     e2e_train(&r, true,
               ENV("AOSHIM_REPORT=/nonexistent-aoshim-dir/r.json",
                   "AOSHIM_TRACE=/nonexistent-aoshim-dir/t.json"),
               WORKLOAD);
-    expect_run_ok("unwritable", &r);
-    cr_expect_str_eq(r.checksum, base.checksum);
-    int n = 0;
-    for (const char *p = r.err; (p = strstr(p, "aoshim: warning: AOSHIM_REPORT: cannot write"));
-         p++)
-        n++;
-    cr_expect_eq(n, 1, "want one warning for AOSHIM_REPORT, got %d:\n%s", n, r.err);
-    cr_expect(
-        strstr(r.err, "aoshim: warning: AOSHIM_TRACE: cannot write /nonexistent-aoshim-dir/t.json"),
-        "%s", r.err);
-    cr_expect(strstr(r.err, "aoshim: memory summary"), "the summary is still printed");
-    // Said at start, before the program ran, not after a long run: the
-    // warnings are the first lines on stderr.
-    const char *start = "aoshim: warning: AOSHIM_REPORT: cannot write /nonexistent-aoshim-dir/"
-                        "r.json: No such file or directory; no report\n"
-                        "aoshim: warning: AOSHIM_TRACE: cannot write /nonexistent-aoshim-dir/"
-                        "t.json: No such file or directory; no trace\n";
-    cr_expect(strncmp(r.err, start, strlen(start)) == 0, "not said at start:\n%s", r.err);
+    cr_expect_eq(r.status, 2, "exit %d:\n%s", r.status, r.err);
+    cr_expect_str_eq(r.err, "aoshim: error: AOSHIM_REPORT='/nonexistent-aoshim-dir/r.json': cannot "
+                            "write /nonexistent-aoshim-dir/r.json: No such file or directory\n");
+    cr_expect_str_eq(r.out, "", "the program ran");
+    cr_expect(!r.have_line, "the program ran");
     e2e_free(&r);
-    // A device (/dev/full) is refused, one warning, never opened nor replaced.
+    // A device (/dev/full) is refused likewise, never opened nor replaced.
     struct stat st;
     if (stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode)) {
         e2e_train(&r, true, ENV("AOSHIM_REPORT=/dev/full"), WORKLOAD);
-        expect_run_ok("device", &r);
-        cr_expect_str_eq(r.checksum, base.checksum);
-        n = 0;
-        for (const char *p = r.err;
-             (p = strstr(p, "aoshim: warning: AOSHIM_REPORT: cannot write /dev/full: ")); p++)
-            n++;
-        cr_expect_eq(n, 1, "want one warning for /dev/full, got %d:\n%s", n, r.err);
+        cr_expect_eq(r.status, 2, "exit %d:\n%s", r.status, r.err);
+        cr_expect_str_eq(r.err, "aoshim: error: AOSHIM_REPORT='/dev/full': cannot write /dev/full: "
+                                "it is a character device; only a regular file is replaced\n");
+        cr_expect_str_eq(r.out, "", "the program ran");
         cr_expect(stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode), "/dev/full was replaced");
         e2e_free(&r);
     }
-    e2e_free(&base);
 }
 
 // Empty is the documented default: no file, no message, the run as usual.
@@ -257,37 +242,38 @@ static int count(const char *text, const char *what)
     return n;
 }
 
-// A FIFO at the report's name, no one reading it: one warning, and the
-// program exits at once (opening it would block at exit forever).
-Test(report, fifo_report_name_does_not_hang, .timeout = 30)
+// A FIFO at the report's name, no one reading it: refused at start (one
+// line, exit 2), never opened (opening it would block forever). The same
+// refusal at exit, for one planted during the run, is test_report_unit's.
+Test(report, fifo_report_name_refused_at_start, .timeout = 30)
 {
     e2e_make_dir(dir, sizeof dir, "report-test");
-    char path[300], env[340], want[400];
+    char path[300], env[340], want[700];
     snprintf(path, sizeof path, "%s/r.json", dir);
     snprintf(env, sizeof env, "AOSHIM_REPORT=%s", path);
     cr_assert_eq(mkfifo(path, 0600), 0);
     e2e_result_t r;
     const char *argv[] = {e2e_path("AO_FORK_CHILD"), NULL};
     e2e_run(&r, true, ENV(env), argv);
-    cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_expect_eq(r.status, 2, "exit %d: %s", r.status, r.err);
     snprintf(want, sizeof want,
-             "aoshim: warning: AOSHIM_REPORT: cannot write %s: it is a FIFO; only a regular file "
-             "is replaced\n",
-             path);
-    cr_expect_eq(count(r.err, "AOSHIM_REPORT"), 1, "%s", r.err);
-    cr_expect(strstr(r.err, want), "%s", r.err);
+             "aoshim: error: AOSHIM_REPORT='%s': cannot write %s: it is a FIFO; only a regular "
+             "file is replaced\n",
+             path, path);
+    cr_expect_str_eq(r.err, want);
+    cr_expect_str_eq(r.out, "", "the program ran");
     struct stat st;
     cr_expect(lstat(path, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced");
     e2e_free(&r);
     e2e_remove_dir(dir);
 }
 
-// A symlink at the report's name (planted in a shared directory): refused,
-// its target untouched; a directory at the name likewise.
+// A symlink at the report's name (planted in a shared directory): refused at
+// start, its target untouched; a directory at the name likewise.
 Test(report, symlink_or_directory_report_name_refused, .timeout = 60)
 {
     e2e_make_dir(dir, sizeof dir, "report-test");
-    char path[300], target[300], sub[300], e1[340], e2[340];
+    char path[300], target[300], sub[300], e1[340], e2[340], want[1000];
     snprintf(path, sizeof path, "%s/r.json", dir);
     snprintf(target, sizeof target, "%s/precious", dir);
     snprintf(sub, sizeof sub, "%s/sub", dir);
@@ -301,17 +287,27 @@ Test(report, symlink_or_directory_report_name_refused, .timeout = 60)
     snprintf(e2, sizeof e2, "AOSHIM_TRACE=%s", sub);
     e2e_result_t r;
     const char *argv[] = {e2e_path("AO_FORK_CHILD"), NULL};
-    e2e_run(&r, true, ENV(e1, e2), argv);
-    cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
-    cr_expect_eq(count(r.err, "AOSHIM_REPORT: cannot write"), 1, "%s", r.err);
-    cr_expect(strstr(r.err, "it is a symbolic link; only a regular file is replaced"), "%s", r.err);
-    cr_expect_eq(count(r.err, "AOSHIM_TRACE: cannot write"), 1, "%s", r.err);
-    cr_expect(strstr(r.err, "it is a directory; only a regular file is replaced"), "%s", r.err);
+    e2e_run(&r, true, ENV(e1), argv);
+    cr_expect_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+    snprintf(want, sizeof want,
+             "aoshim: error: AOSHIM_REPORT='%s': cannot write %s: it is a symbolic link; only a "
+             "regular file is replaced\n",
+             path, path);
+    cr_expect_str_eq(r.err, want);
+    e2e_free(&r);
+    e2e_run(&r, true, ENV(e2), argv);
+    cr_expect_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+    snprintf(want, sizeof want,
+             "aoshim: error: AOSHIM_TRACE='%s': cannot write %s: it is a directory; only a "
+             "regular file is replaced\n",
+             sub, sub);
+    cr_expect_str_eq(r.err, want);
     char *t = e2e_slurp(target);
     cr_expect_str_eq(t, "precious\n", "the symlink's target was written");
     free(t);
     struct stat st;
     cr_expect(lstat(path, &st) == 0 && S_ISLNK(st.st_mode), "the symlink was replaced");
+    cr_expect(lstat(sub, &st) == 0 && S_ISDIR(st.st_mode), "the directory was replaced");
     e2e_free(&r);
     e2e_remove_dir(dir);
 }

@@ -323,6 +323,10 @@ Test(log, escape_keeps_characters_whole)
     ao_escape(wide, sizeof wide, "\xed\xa0\x80\xc0\xaf", 5, false);
     cr_expect_str_eq(wide, "\\xed\\xa0\\x80\\xc0\\xaf",
                      "a surrogate or overlong form is not UTF-8");
+    // A C1 control (U+009B, CSI) is valid UTF-8 but a terminal may act on it;
+    // U+00A0, the first character past the range, is shown as is.
+    ao_escape(wide, sizeof wide, "\302\2332J\302\240", 6, false); // octal: "\x9b2" is one escape
+    cr_expect_str_eq(wide, "\\xc2\\x9b2J\xc2\xa0");
     cr_expect_eq(ao_utf8_seq("\xf0\x9f\x98\x80", 4), 4);
     cr_expect_eq(ao_utf8_seq("\xf4\x90\x80\x80", 4), 0, "past U+10FFFF");
     cr_expect_eq(ao_utf8_seq("\xc3", 1), 0, "cut short");

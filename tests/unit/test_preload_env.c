@@ -171,41 +171,44 @@ Test(preload_env, empty_paths_mean_no_file)
     }
 }
 
-// A file that cannot be created is said at load, once, as open(2) would
-// say it, and that file is off; the program runs.
-Test(preload_env, unwritable_paths_warn_at_load)
+// A file that cannot be created is a bad value: one line at load naming
+// the variable, its value and the expanded name with open(2)'s reason, and
+// exit 2 before main (true never runs; test_options checks that a program's
+// main never runs).
+Test(preload_env, unwritable_paths_fail_at_load)
 {
     char out[2048], want[512];
     const char *vars[] = {"AOSHIM_REPORT", "AOSHIM_TRACE", "AOSHIM_REPORT_HTML",
                           "AOSHIM_CONTROL_LOG"};
-    const char *what[] = {"no report", "no trace", "no HTML report", "no control log"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
-        cr_expect_eq(run_with(vars[i], "/nonexistent-aoshim/dir/r.json", out, sizeof out), 0);
+        cr_expect_eq(run_with(vars[i], "/nonexistent-aoshim/dir/r.json", out, sizeof out), 2);
         snprintf(want, sizeof want,
-                 "aoshim: warning: %s: cannot write /nonexistent-aoshim/dir/r.json: No such file "
-                 "or directory; %s\n",
-                 vars[i], what[i]);
+                 "aoshim: error: %s='/nonexistent-aoshim/dir/r.json': cannot write "
+                 "/nonexistent-aoshim/dir/r.json: No such file or directory\n",
+                 vars[i]);
         cr_expect_str_eq(out, want);
-        cr_expect_eq(run_with(vars[i], "/etc/passwd/r.json", out, sizeof out), 0);
+        cr_expect_eq(run_with(vars[i], "/etc/passwd/r.json", out, sizeof out), 2);
         snprintf(want, sizeof want,
-                 "aoshim: warning: %s: cannot write /etc/passwd/r.json: Not a directory; %s\n",
-                 vars[i], what[i]);
+                 "aoshim: error: %s='/etc/passwd/r.json': cannot write /etc/passwd/r.json: Not a "
+                 "directory\n",
+                 vars[i]);
         cr_expect_str_eq(out, want);
     }
-    // After %p/%r/%h expansion: the name shown is the expanded one.
-    cr_expect_eq(run_with("AOSHIM_REPORT", "/nonexistent-aoshim-%r/%p.json", out, sizeof out), 0);
-    const char *head = "aoshim: warning: AOSHIM_REPORT: cannot write /nonexistent-aoshim-0/";
+    // After %p/%r/%h expansion: the value as given, then the expanded name.
+    cr_expect_eq(run_with("AOSHIM_REPORT", "/nonexistent-aoshim-%r/%p.json", out, sizeof out), 2);
+    const char *head = "aoshim: error: AOSHIM_REPORT='/nonexistent-aoshim-%r/%p.json': cannot "
+                       "write /nonexistent-aoshim-0/";
     cr_expect(strncmp(out, head, strlen(head)) == 0, "%s", out);
-    cr_expect_null(strstr(out, "%p"), "%s", out);
+    cr_expect(strstr(out, ".json: No such file or directory\n"), "%s", out);
     // A directory without write permission (root may write anywhere).
     if (geteuid() != 0) {
         char dir[] = "/tmp/aoshim-ro.XXXXXX", path[64];
         cr_assert(mkdtemp(dir));
         chmod(dir, 0555);
         snprintf(path, sizeof path, "%s/r.json", dir);
-        cr_expect_eq(run_with("AOSHIM_TRACE", path, out, sizeof out), 0);
+        cr_expect_eq(run_with("AOSHIM_TRACE", path, out, sizeof out), 2);
         snprintf(want, sizeof want,
-                 "aoshim: warning: AOSHIM_TRACE: cannot write %s: Permission denied; no trace\n",
+                 "aoshim: error: AOSHIM_TRACE='%s': cannot write %s: Permission denied\n", path,
                  path);
         cr_expect_str_eq(out, want);
         rmdir(dir);
@@ -215,10 +218,35 @@ Test(preload_env, unwritable_paths_warn_at_load)
     cr_expect_str_eq(out, "");
     cr_expect_eq(run_with("AOSHIM_REPORT", "/dev/stdout", out, sizeof out), 0);
     cr_expect_str_eq(out, "");
-    // With AOSHIM_ENABLE=0 no report is ever written: nothing to say.
+    // The control log is written in place: a device is fine there.
+    cr_expect_eq(run_with("AOSHIM_CONTROL_LOG", "/dev/null", out, sizeof out), 0);
+    cr_expect_str_eq(out, "");
+    // With AOSHIM_ENABLE=0 no report is ever written: nothing to check.
     const char *off[] = {"AOSHIM_ENABLE=0", "AOSHIM_REPORT=/nonexistent-aoshim/r.json", NULL};
     cr_expect_eq(run_envp(off, out, sizeof out), 0);
     cr_expect_str_eq(out, "");
+}
+
+// %p and %r still name one file per process and per rank: a directory per
+// rank that exists passes, and nothing is created by the check.
+Test(preload_env, per_rank_paths_checked_after_expansion)
+{
+    char dir[] = "/tmp/aoshim-rank.XXXXXX", sub[64], pattern[96], out[2048], want[512];
+    cr_assert(mkdtemp(dir));
+    snprintf(sub, sizeof sub, "%s/rank3", dir);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    snprintf(pattern, sizeof pattern, "AOSHIM_REPORT=%s/rank%%r/r-%%p.json", dir);
+    const char *rank3[] = {"RANK=3", pattern, NULL};
+    cr_expect_eq(run_envp(rank3, out, sizeof out), 0, "%s", out);
+    cr_expect_str_eq(out, "");
+    const char *rank4[] = {"RANK=4", pattern, NULL};
+    cr_expect_eq(run_envp(rank4, out, sizeof out), 2);
+    snprintf(want, sizeof want,
+             "aoshim: error: AOSHIM_REPORT='%s/rank%%r/r-%%p.json': cannot write %s/rank4/r-", dir,
+             dir);
+    cr_expect(strncmp(out, want, strlen(want)) == 0, "%s", out);
+    cr_expect_eq(rmdir(sub), 0, "the check created a file in %s", sub);
+    cr_expect_eq(rmdir(dir), 0);
 }
 
 // The same variable twice in the environment: the first is used, as getenv
@@ -241,10 +269,13 @@ Test(preload_env, first_of_a_repeated_variable_wins)
 // AOSHIM_VERBOSE with a long value: every line whole, with its newline.
 Test(preload_env, verbose_long_value_keeps_newlines)
 {
+    // Long, yet a name that can be written (checked at load): "/tmp/./././..."
+    // with a short file name, as one long component is past NAME_MAX.
     char out[16384], path[400];
-    memset(path, 'a', sizeof path - 1);
-    memcpy(path, "/tmp/", 5);
-    path[sizeof path - 1] = '\0';
+    memcpy(path, "/tmp", 4);
+    for (size_t i = 4; i < sizeof path - 3; i += 2)
+        path[i] = '/', path[i + 1] = '.';
+    memcpy(path + sizeof path - 3, "/r", 3);
     const char *env[] = {"AOSHIM_VERBOSE=1", NULL, NULL};
     char var[450];
     snprintf(var, sizeof var, "AOSHIM_REPORT=%s", path);
