@@ -90,6 +90,7 @@ int ao_parse_layers(const char *s, ao_layerset_t *out)
     memset(out, 0, sizeof *out);
     if (strcasecmp(s, "all") == 0) return out->kind = AO_LAYERS_ALL, 0;
     if (strcasecmp(s, "none") == 0) return out->kind = AO_LAYERS_LIST, 0;
+    if (strcasecmp(s, "auto") == 0) return out->kind = AO_LAYERS_AUTO, 0;
     size_t len = strlen(s);
     if (len > 1 && s[len - 1] == '%') {
         char tmp[8];
@@ -120,6 +121,22 @@ int ao_parse_layers(const char *s, ao_layerset_t *out)
         if (*s == '\0') return 0;
         if (*s++ != ',') return -1;
     }
+}
+
+int ao_parse_share(const char *s, ao_share_t *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t len = strlen(s);
+    if (len > 1 && s[len - 1] == '%') {
+        char tmp[8];
+        if (len - 1 >= sizeof tmp) return -1;
+        memcpy(tmp, s, len - 1);
+        tmp[len - 1] = '\0';
+        if (ao_parse_uint(tmp, 100, &out->percent) < 0 || out->percent == 0) return -1;
+        return 0;
+    }
+    if (ao_parse_size(s, &out->bytes) < 0 || out->bytes == 0) return -1;
+    return 0;
 }
 
 // A Python attribute path as the Python side resolves it from the model:
@@ -158,7 +175,8 @@ bool ao_layerset_has(const ao_layerset_t *s, unsigned layer, unsigned nlayers)
     if (layer >= AO_MAX_LAYERS) return false;
     switch (s->kind) {
     case AO_LAYERS_ALL:
-        return true; // the engine never offloads the last layer
+    case AO_LAYERS_AUTO: // the engine asks its plan once it has one
+        return true;     // the engine never offloads the last layer
     case AO_LAYERS_COUNT:
         return layer < s->count;
     case AO_LAYERS_PERCENT:
@@ -197,6 +215,11 @@ static int set_torch(void *f, const char *v)
 {
     return ao_parse_torch(v, f);
 }
+// Empty, as the default, is "not set": the engine works it out at start.
+static int set_share(void *f, const char *v)
+{
+    return *v ? ao_parse_share(v, f) : (memset(f, 0, sizeof(ao_share_t)), 0);
+}
 // A path is kept as given (it points into the environment, which outlives
 // the run). Empty means "no file", as it does for the built-in default: the
 // README documents the default as empty, so AOSHIM_REPORT= (a wrapper
@@ -213,6 +236,7 @@ static int set_path(void *f, const char *v)
 #define AO_SET_DEFAULT_layers set_layers
 #define AO_SET_DEFAULT_torch  set_torch
 #define AO_SET_DEFAULT_path   set_path
+#define AO_SET_DEFAULT_share  set_share
 
 typedef struct ao_option_s {
     const char *name; // without the AOSHIM_ prefix

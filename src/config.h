@@ -20,8 +20,16 @@ typedef enum ao_layers_kind_e {
     AO_LAYERS_ALL,
     AO_LAYERS_COUNT,
     AO_LAYERS_PERCENT,
-    AO_LAYERS_LIST
+    AO_LAYERS_LIST,
+    AO_LAYERS_AUTO, // planned from a measured step (offload/plan.h); the first step as ALL
 } ao_layers_kind_t;
+
+// A size, or a percentage of something known later (AOSHIM_BUDGET: of the
+// device's memory). Neither set: the default.
+typedef struct ao_share_s {
+    uint64_t bytes;
+    unsigned percent; // 1..100, 0: bytes (or the default, when bytes is 0 too)
+} ao_share_t;
 
 typedef struct ao_layerset_s {
     ao_layers_kind_t kind;
@@ -31,15 +39,20 @@ typedef struct ao_layerset_s {
 } ao_layerset_t;
 
 // X(NAME, field, type, default, accepted, help)
-// type is one of: bool, size, uint, layers, path, level, torch
+// type is one of: bool, size, uint, layers, path, level, torch, share
 #define AO_OPTIONS(X)                                                                              \
     X(ENABLE, enable, bool, "1", "a boolean (1/0, true/false, yes/no, on/off)",                    \
       "0 makes aoshim a pure pass-through")                                                        \
     X(OFFLOAD_LAYERS, offload_layers, layers, "all",                                               \
-      "'all', 'none', a count of first layers (12), a list with ranges (0-11,14) or a "            \
+      "'all', 'auto', 'none', a count of first layers (12), a list with ranges (0-11,14) or a "    \
       "percentage (50%)",                                                                          \
       "forward layers whose activations go to host memory; 'all' means every layer but the last "  \
-      "2 + AOSHIM_PREFETCH, whose reload would start as soon as backward begins")                  \
+      "2 + AOSHIM_PREFETCH, whose reload would start as soon as backward begins; 'auto' plans "    \
+      "from the first step what AOSHIM_BUDGET needs")                                              \
+    X(BUDGET, budget, share, "",                                                                   \
+      "a size such as 40G, or a percentage of the device's memory (90%)",                          \
+      "the device memory AOSHIM_OFFLOAD_LAYERS=auto keeps under; empty: the device's free memory " \
+      "at start less 5% of its total (at least 256 MiB)")                                          \
     X(PREFETCH, prefetch, uint, "1", "an integer from 0 to 64",                                    \
       "layers reloaded ahead: when backward of layer L begins, layers L-1 .. L-d come back")       \
     X(MIN_BYTES, min_bytes, size, "1MiB", "a size such as 4096, 512K, 1MiB, 2G",                   \
@@ -56,11 +69,11 @@ typedef struct ao_layerset_s {
     X(REPORT_HTML, report_html, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
       "write a self-contained HTML page with the memory timeline to this file at exit")            \
     X(STACKS, stacks, bool, "1", "a boolean (1/0, true/false, yes/no, on/off)",                    \
-      "0: do not capture call stacks of tracked allocations (the report's call sites)")          \
+      "0: do not capture call stacks of tracked allocations (the report's call sites)")            \
     X(CHECK, check, bool, "0", "a boolean (1/0, true/false, yes/no, on/off)",                      \
       "1: a freed tracked buffer is unmapped at once and its address never reused, so a "          \
       "use after free faults as it would without aoshim (each buffer its own 2 MiB mapping: "      \
-      "for debugging, not for speed)")            \
+      "for debugging, not for speed)")                                                             \
     X(CONTROL_LOG, control_log, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
       "write one line per layer-boundary call, '<call> <layer> <microbatch>', to this file, "      \
       "also in a process without a GPU")                                                           \
@@ -77,6 +90,7 @@ typedef struct ao_config_s {
 #define AO_FIELD_level                            unsigned
 #define AO_FIELD_path                             const char *
 #define AO_FIELD_layers                           ao_layerset_t
+#define AO_FIELD_share                            ao_share_t
 #define AO_FIELD_torch                            const char * // "auto", "0" or the path
 #define X(NAME, field, type, def, accepted, help) AO_FIELD_##type field;
     AO_OPTIONS(X)
@@ -106,6 +120,8 @@ int ao_parse_bool(const char *s, bool *out);
 int ao_parse_size(const char *s, uint64_t *out);
 int ao_parse_uint(const char *s, unsigned max, unsigned *out);
 int ao_parse_layers(const char *s, ao_layerset_t *out);
+// A size (ao_parse_size) or a percentage from 1 to 100 ("90%").
+int ao_parse_share(const char *s, ao_share_t *out);
 // AOSHIM_TORCH: *out is "auto", "0" (any boolean false spelling) or s itself
 // (a dotted path); -1 for anything else.
 int ao_parse_torch(const char *s, const char **out);

@@ -2,6 +2,7 @@
 #include "stats.h"
 
 uint64_t ao_stats[AO_STAT_COUNT];
+static uint64_t step_peak_without;
 const char *const ao_stat_label[AO_STAT_COUNT] = {
 #define X(NAME, label) label,
     AO_STATS(X)
@@ -15,5 +16,23 @@ void ao_stat_device(int64_t passthrough, int64_t resident, int64_t live)
     if (live) ao_stat_add(AO_STAT_TRACKED_LIVE_BYTES, live);
     uint64_t pt = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
     ao_stat_max(AO_STAT_PEAK_DEVICE_BYTES, pt + ao_stat_get(AO_STAT_TRACKED_RESIDENT_BYTES));
-    ao_stat_max(AO_STAT_PEAK_WITHOUT_BYTES, pt + ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES));
+    uint64_t without = pt + ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES);
+    ao_stat_max(AO_STAT_PEAK_WITHOUT_BYTES, without);
+    uint64_t cur = __atomic_load_n(&step_peak_without, __ATOMIC_RELAXED);
+    while (without > cur && !__atomic_compare_exchange_n(&step_peak_without, &cur, without, 1,
+                                                         __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+uint64_t ao_stat_step_peak_without(void)
+{
+    return __atomic_load_n(&step_peak_without, __ATOMIC_RELAXED);
+}
+
+void ao_stat_step_reset(void)
+{
+    __atomic_store_n(&step_peak_without,
+                     ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) +
+                         ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES),
+                     __ATOMIC_RELAXED);
 }

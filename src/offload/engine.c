@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,7 @@
 #include "mem/hostpool.h"
 #include "mem/ptrmap.h"
 #include "mem/vmm.h"
+#include "offload/plan.h"
 #include "offload/scan.h"
 #include "report/record.h"
 #include "stats.h"
@@ -110,6 +112,7 @@ struct ao_scope_s {
     CUevent ev_copied;      // offload stream, after the copies
     CUevent ev_release;     // compute stream, end of the next layer: the copies start there
     CUevent ev_reloaded;    // reload stream, after the copies
+    CUevent ev_fwd0;        // timing, at layer_begin (AOSHIM_OFFLOAD_LAYERS=auto)
     ao_learn_t rec;         // this scope's allocations, learned at layer_end
     const ao_learn_t *plan; // last step's record of this layer, if any
     struct ao_scope_s *next;
@@ -164,9 +167,25 @@ static struct {
     // next boundary, and any layer may track nothing.
     uint64_t *fwd_ran[AO_MAX_MB];
     ao_learn_t learned[AO_MAX_LAYERS];
+    CUevent bwd0[AO_MAX_MB]; // timing, at backward_begin (auto)
 } E = {.mu = PTHREAD_MUTEX_INITIALIZER, .max_fwd_layer = -1};
 
 static ao_ptrmap_t buffers = AO_PTRMAP_INIT; // address -> ao_buffer_t *
+
+// AOSHIM_OFFLOAD_LAYERS=auto: what the steps measured, and the plan made
+// from them (offload/plan.h). Under the engine's lock.
+enum { TIMED_FWD = 16, TIMED_BWD }; // engine-only kinds of E.timed, beside AO_REC_*
+static struct {
+    bool on, planned;
+    uint64_t budget;
+    uint64_t bytes[AO_MAX_LAYERS], cur[AO_MAX_LAYERS];     // saved per layer: last step, this one
+    uint64_t fwd_ns[AO_MAX_LAYERS], bwd_ns[AO_MAX_LAYERS]; // the latest measured
+    uint64_t d2h_bytes, d2h_ns, h2d_bytes, h2d_ns;         // the link, as the copies went
+    int mbs, max_mb;                                       // microbatches in a step
+    unsigned plans;
+    const char *why; // what made the next plan necessary, NULL: the step
+    ao_plan_t plan;
+} A;
 
 bool ao_engine_off;
 const char *ao_engine_declined;
@@ -325,6 +344,7 @@ void ao_engine_forget_stream(CUstream s)
 // call once the program has used CUDA; never in the constructor. The calling
 // thread may have no current context (a framework's autograd thread): use
 // the primary context then.
+static void plan_budget(void);
 static bool ensure_ready(void)
 {
     CUcontext c = NULL;
@@ -358,6 +378,8 @@ static bool ensure_ready(void)
     ao_real.cuDeviceTotalMem_v2(&total, ao_vmm.device);
     ao_rec_device(name, total);
     note_stream_locked(CU_STREAM_LEGACY);
+    A.on = ao_config.offload_layers.kind == AO_LAYERS_AUTO;
+    if (A.on) plan_budget();
     return true;
 }
 
@@ -588,6 +610,7 @@ static void scope_destroy(ao_scope_t *s)
     event_put(s->ev_release, false);
     event_put(s->ev_copied, false);
     event_put(s->ev_reloaded, false);
+    event_put(s->ev_fwd0, true);
     learn_free(&s->rec);
     free(s);
 }
@@ -629,8 +652,20 @@ static void poll_locked(void)
             continue;
         }
         uint64_t a = elapsed_ns(E.t0, E.timed[i].ev0), b = elapsed_ns(E.t0, E.timed[i].ev1);
-        ao_stat_add(stat_of[E.timed[i].kind], (int64_t)(b - a));
-        ao_rec_interval(E.timed[i].kind, E.timed[i].layer, E.timed[i].mb, E.timed[i].bytes, a, b);
+        int kind = E.timed[i].kind, layer = E.timed[i].layer;
+        // A layer's time is the least measured: an interval also holds the
+        // GPU idling while the host waited (for a release, say), which is
+        // not the layer's compute.
+        if (kind == TIMED_FWD) {
+            if (!A.fwd_ns[layer] || b - a < A.fwd_ns[layer]) A.fwd_ns[layer] = b - a;
+        } else if (kind == TIMED_BWD) {
+            if (!A.bwd_ns[layer] || b - a < A.bwd_ns[layer]) A.bwd_ns[layer] = b - a;
+        } else {
+            ao_stat_add(stat_of[kind], (int64_t)(b - a));
+            ao_rec_interval(kind, layer, E.timed[i].mb, E.timed[i].bytes, a, b);
+            if (kind == AO_REC_D2H) A.d2h_bytes += E.timed[i].bytes, A.d2h_ns += b - a;
+            if (kind == AO_REC_H2D) A.h2d_bytes += E.timed[i].bytes, A.h2d_ns += b - a;
+        }
         event_put(E.timed[i].ev0, true);
         event_put(E.timed[i].ev1, true);
         E.timed[i] = E.timed[--E.ntimed];
@@ -909,6 +944,17 @@ bool ao_engine_trim(void)
 {
     if (!E.ready) return false;
     pthread_mutex_lock(&E.mu);
+    if (A.on) {
+        // The device ran out under the budget: what it held then is the
+        // budget from now on, and the next step's plan keeps under it.
+        uint64_t held =
+            ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) + ao_stat_get(AO_STAT_TRACKED_RESIDENT_BYTES);
+        if (held && held < A.budget) {
+            A.budget = held - held / 50;
+            A.why = "re-planned after the device ran out of memory";
+            A.planned = A.planned && A.plan.count > 0; // a plan of nothing is no plan now
+        }
+    }
     drain_locked();
     bool evicted = evict_prefetched();
     size_t n = ao_phys_trim() + evicted;
@@ -1010,14 +1056,22 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
 
 static bool layer_selected(int layer)
 {
+    if (A.on && A.planned) return layer < A.plan.count;
     if (!ao_layerset_has(&ao_config.offload_layers, (unsigned)layer, (unsigned)E.nlayers))
         return false;
     // The last layer's backward comes first: offloading it saves nothing.
     if (E.nlayers > 0 && layer >= E.nlayers - 1) return false;
     // 'all' also skips the layers whose reload is issued as soon as backward
     // begins (the last 2 + prefetch): copying them saves nothing either.
-    return ao_config.offload_layers.kind != AO_LAYERS_ALL || E.nlayers == 0 ||
-           layer <= E.nlayers - 3 - (int)ao_config.prefetch;
+    // So does 'auto' until it has a plan, once the device holds half the
+    // budget: a step that fits moves little or nothing while it is measured,
+    // and one that does not fit is kept down before a plan exists.
+    if (A.on && ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) + ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES) <
+                    A.budget / 2)
+        return false;
+    return (ao_config.offload_layers.kind != AO_LAYERS_ALL &&
+            ao_config.offload_layers.kind != AO_LAYERS_AUTO) ||
+           E.nlayers == 0 || layer <= E.nlayers - 3 - (int)ao_config.prefetch;
 }
 
 // Copy a layer out at its release point: every kernel that reads its
@@ -1207,6 +1261,98 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
     return rc;
 }
 
+// --- the plan (AOSHIM_OFFLOAD_LAYERS=auto) ---------------------------------------------------
+static int prefetch_distance(void)
+{
+    return A.on && A.planned && A.plan.count ? A.plan.prefetch : (int)ao_config.prefetch;
+}
+
+// The budget, once the device is known: AOSHIM_BUDGET, or what was free at
+// start (plus what the program already had, which counts against it too)
+// less a headroom of 5% of the device (at least 256 MiB).
+static void plan_budget(void)
+{
+    size_t free_b = 0, total = 0;
+    if (ao_real.cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS) total = free_b = 0;
+    const ao_share_t *b = &ao_config.budget;
+    uint64_t headroom = total / 20 > (256ull << 20) ? total / 20 : 256ull << 20;
+    uint64_t have =
+        ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) + ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES);
+    if (b->bytes)
+        A.budget = b->bytes;
+    else if (b->percent)
+        A.budget = (uint64_t)total / 100 * b->percent;
+    else
+        A.budget = free_b + have > headroom ? free_b + have - headroom : 0;
+    if (!A.budget) A.budget = UINT64_MAX; // nothing known: no limit (every plan fits)
+}
+
+static void fmt_bytes(char *out, size_t n, uint64_t v)
+{
+    if (v >= (1ull << 30))
+        snprintf(out, n, "%.2f GiB", (double)v / (1ull << 30));
+    else
+        snprintf(out, n, "%.1f MiB", (double)v / (1ull << 20));
+}
+
+// At a step's end: plan the next from what this one measured. Said (one line
+// under AOSHIM_VERBOSE, the report's "offload plan" row) when it changes.
+static void plan_step(void)
+{
+    int n = E.nlayers;
+    if (n <= 0) return;
+    for (int l = 0; l < n; l++)
+        A.bytes[l] = A.cur[l], A.cur[l] = 0;
+    A.mbs = A.max_mb + 1;
+    A.max_mb = 0;
+    // A layer's times were measured per microbatch; its bytes are a step's.
+    static uint64_t fwd[AO_MAX_LAYERS], bwd[AO_MAX_LAYERS];
+    for (int l = 0; l < n; l++)
+        fwd[l] = A.fwd_ns[l] * (uint64_t)A.mbs, bwd[l] = A.bwd_ns[l] * (uint64_t)A.mbs;
+    ao_plan_in_t in = {
+        .nlayers = n,
+        .bytes = A.bytes,
+        .fwd_ns = fwd,
+        .bwd_ns = bwd,
+        .peak_without = ao_stat_step_peak_without(),
+        .budget = A.budget,
+        .d2h = A.d2h_ns ? (double)A.d2h_bytes / (double)A.d2h_ns : 0,
+        .h2d = A.h2d_ns ? (double)A.h2d_bytes / (double)A.h2d_ns : 0,
+    };
+    ao_stat_step_reset();
+    ao_plan_t p;
+    ao_plan_make(&in, &p);
+    bool changed = !A.planned || p.count != A.plan.count || p.prefetch != A.plan.prefetch;
+    A.plan = p;
+    A.planned = true;
+    if (!changed) return;
+    A.plans++;
+    char need[32], peak[32], budget[32], line[256];
+    fmt_bytes(need, sizeof need, in.peak_without);
+    fmt_bytes(peak, sizeof peak, p.peak);
+    fmt_bytes(budget, sizeof budget, A.budget);
+    if (p.count == 0)
+        snprintf(line, sizeof line, "nothing offloaded: the step needs %s, the budget is %s%s%s",
+                 need, budget, A.why ? "; " : "", A.why ? A.why : "");
+    else
+        snprintf(line, sizeof line,
+                 "layers 0-%d of %d offloaded, prefetch %d: peak %s predicted for a budget of %s "
+                 "(%s without)%s, copies exposed %.2f ms per step%s%s",
+                 p.count - 1, n, p.prefetch, peak, budget, need,
+                 p.budget_met ? "" : ": the budget cannot be met", (double)p.exposed_ns / 1e6,
+                 A.why ? "; " : "", A.why ? A.why : "");
+    A.why = NULL;
+    ao_rec_plan(line, A.plans);
+    if (ao_config.verbose) {
+        uint64_t f = 0, b = 0;
+        for (int l = 0; l < n; l++)
+            f += fwd[l], b += bwd[l];
+        ao_log(AO_LOG_INFO,
+               "plan %u: %s (measured: forward %.2f ms, backward %.2f ms, link %.1f / %.1f GB/s)",
+               A.plans, line, (double)f / 1e6, (double)b / 1e6, in.d2h, in.h2d);
+    }
+}
+
 // --- the control API ------------------------------------------------------------------------
 static int enter(void)
 {
@@ -1277,6 +1423,8 @@ int ao_engine_layer_begin(int layer)
     s->next = E.scopes;
     E.scopes = s;
     if (s->recompute) return leave(0); // recomputed in backward: never offloaded
+    if (A.on && E.ready) s->ev_fwd0 = record(s->stream, true);
+    if (E.mb > A.max_mb) A.max_mb = E.mb;
     forward_goes_on(E.mb);
     E.fwd_ran[E.mb][layer / 64] |= 1ull << (layer % 64);
     if (layer > E.max_fwd_layer) E.max_fwd_layer = layer;
@@ -1336,6 +1484,11 @@ int ao_engine_layer_end(int layer)
         }
     learn_free(&E.learned[layer]);
     E.learned[layer] = s->rec;
+    if (A.on) {
+        A.cur[layer] += s->rec.saved;
+        if (s->ev_fwd0) timed_add(s->ev_fwd0, record(s->stream, true), TIMED_FWD, layer, s->mb, 0);
+        s->ev_fwd0 = NULL;
+    }
     memset(&s->rec, 0, sizeof s->rec);
     s->plan = NULL;
     // This layer's kernels have read the previous layers' outputs: their
@@ -1377,7 +1530,7 @@ int ao_engine_backward_begin(int layer)
     // L-1 produced: both must be back. Prefetch brings L-2 .. L-1-d back
     // while L runs. One needed now but not yet reloaded is a missed prefetch;
     // its reload is still issued asynchronously.
-    int d = E.manual ? 0 : (int)ao_config.prefetch; // manual: the program prefetches
+    int d = E.manual ? 0 : prefetch_distance(); // manual: the program prefetches
     for (int l = layer; l >= layer - 1 - d && l >= 0; l--) {
         ao_scope_t *s = scope_find(l, mb);
         if (!s || (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING)) continue;
@@ -1407,6 +1560,10 @@ int ao_engine_backward_begin(int layer)
             }
     }
     if (w0) timed_add(w0, record(cs, true), AO_REC_WAIT, layer, mb, 0);
+    if (A.on && E.ready) { // the layer's backward compute, after its waits
+        event_put(E.bwd0[mb], true);
+        E.bwd0[mb] = record(cs, true);
+    }
     return leave(rc);
 }
 
@@ -1420,6 +1577,10 @@ int ao_engine_backward_end(int layer)
         return leave(AOSHIM_ESTATE);
     }
     E.bwd_open[E.mb] = 0;
+    if (E.bwd0[E.mb]) {
+        timed_add(E.bwd0[E.mb], record(current_stream(), true), TIMED_BWD, layer, E.mb, 0);
+        E.bwd0[E.mb] = NULL;
+    }
     return leave(0);
 }
 
@@ -1442,6 +1603,7 @@ int ao_engine_step_end(void)
         s->ended = true;
     }
     E.mb = 0;
+    if (A.on && E.ready) plan_step();
     ao_rec_step();
     return leave(0);
 }

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -430,6 +431,14 @@ void ao_rec_frontend(const char *text)
     for (; text[n] && n < sizeof R.frontend - 1; n++) // one line: control characters become blanks
         R.frontend[n] = (unsigned char)text[n] < 0x20 ? ' ' : text[n];
     R.frontend[n] = '\0';
+    pthread_mutex_unlock(&mu);
+}
+
+void ao_rec_plan(const char *text, unsigned plans)
+{
+    pthread_mutex_lock(&mu);
+    snprintf(R.plan, sizeof R.plan, "%s", text);
+    R.plans = plans;
     pthread_mutex_unlock(&mu);
 }
 

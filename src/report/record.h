@@ -40,5 +40,8 @@ void ao_rec_step(void);
 void ao_rec_device(const char *name, uint64_t capacity);
 // Who marks the layers (aoshim_set_frontend): one line, kept for the report.
 void ao_rec_frontend(const char *text);
+// The planner's latest plan (AOSHIM_OFFLOAD_LAYERS=auto), one line, and how
+// many plans it made.
+void ao_rec_plan(const char *text, unsigned plans);
 
 #endif // AO_RECORD_H

@@ -138,6 +138,16 @@ static void emit_summary(ao_emitter_t *e)
         ao_emit_kv(e, "layers marked by", "frontend", AO_STR(R.frontend));
     else
         ao_emit_json(e, "frontend", AO_STR(NULL));
+    // AOSHIM_OFFLOAD_LAYERS=auto: what the planner chose last, and how often
+    // it chose anew (a change of shapes, an allocation that failed).
+    if (R.plan[0]) {
+        char plan[300];
+        snprintf(plan, sizeof plan, "%s (plan %u)", R.plan, R.plans);
+        ao_emit_kv(e, "offload plan", "plan", AO_STR(plan));
+    } else {
+        ao_emit_json(e, "plan", AO_STR(NULL));
+    }
+    ao_emit_json(e, "plans", AO_U64(R.plans));
     ao_emit_obj_end(e);
 }
 

@@ -236,6 +236,78 @@ Test(e2e, percent_saves_like_count, .timeout = 60)
     e2e_free(&pct);
 }
 
+// --- AOSHIM_OFFLOAD_LAYERS=auto: planned from a measured step ------------------------------
+// Four steps of the memory model: the first measures, the others follow the
+// plan made at its end. step_ns is train_step's last step.
+#define AUTO_MODEL "--layers 8 --hidden 4096 --seq 2048 --batch 1 --heads 32 --nodata --steps 4"
+
+static const char *plan_row(const e2e_result_t *r)
+{
+    const char *row = e2e_summary(r->err, "offload plan");
+    cr_assert(row, "no 'offload plan' row in the summary:\n%s", r->err);
+    return row;
+}
+
+// A step that fits the device (the budget: its free memory less 5%) moves
+// nothing and costs nothing once planned.
+Test(e2e, auto_fits_moves_nothing, .timeout = 60)
+{
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, AUTO_MODEL);
+    expect_ok("without aoshim", &base);
+    e2e_train(&with, true, ENV("AOSHIM_OFFLOAD_LAYERS=auto"), AUTO_MODEL);
+    expect_ok("auto", &with);
+    cr_assert_str_eq(with.checksum, base.checksum);
+    const char *row = plan_row(&with);
+    cr_log_info("auto, fits: %.120s; step %" PRIu64 " / %" PRIu64 " ns", row, with.step_ns,
+                base.step_ns);
+    cr_assert(strncmp(row, "nothing offloaded", 17) == 0, "plan: %.200s", row);
+    cr_expect_leq((double)with.step_ns, 1.005 * (double)base.step_ns,
+                  "a step that fits costs %.4fx", (double)with.step_ns / (double)base.step_ns);
+    e2e_free(&base);
+    e2e_free(&with);
+}
+
+// Under a budget 2.5 layers below the step's need, the peak keeps under it.
+Test(e2e, auto_keeps_under_the_budget, .timeout = 60)
+{
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, AUTO_MODEL);
+    expect_ok("without aoshim", &base);
+    uint64_t budget = base.peak - base.act_per_layer * 5 / 2;
+    char env[64];
+    snprintf(env, sizeof env, "AOSHIM_BUDGET=%" PRIu64, budget);
+    e2e_train(&with, true, ENV("AOSHIM_OFFLOAD_LAYERS=auto", env), AUTO_MODEL);
+    expect_ok("auto", &with);
+    cr_assert_str_eq(with.checksum, base.checksum);
+    const char *row = plan_row(&with);
+    cr_log_info("auto, budget %" PRIu64 ": peak %" PRIu64 " (without %" PRIu64 "), step %.3fx: "
+                "%.200s",
+                budget, with.peak, base.peak, (double)with.step_ns / (double)base.step_ns, row);
+    cr_assert(strstr(row, "cannot be met") == NULL, "plan: %.200s", row);
+    cr_assert_leq(with.peak, budget, "peak %" PRIu64 " over the budget %" PRIu64, with.peak,
+                  budget);
+    e2e_free(&base);
+    e2e_free(&with);
+}
+
+// An allocation that fails for lack of memory (injected in step 3) makes the
+// next plan keep under what the device held then: a second plan, saying why.
+Test(e2e, auto_replans_after_an_allocation_fails, .timeout = 60)
+{
+    e2e_result_t with;
+    e2e_train(
+        &with, true,
+        ENV("AOSHIM_OFFLOAD_LAYERS=auto", "AOSHIM_BUDGET=12G", "SIM_FAIL=cuMemAllocAsync:500"),
+        AUTO_MODEL);
+    expect_ok("auto, an allocation failed", &with);
+    const char *row = plan_row(&with);
+    cr_log_info("auto, out of memory once: %.240s", row);
+    cr_assert(strstr(row, "re-planned after the device ran out of memory"), "plan: %.240s", row);
+    cr_assert(strstr(row, "(plan 2)"), "plan: %.240s", row);
+    e2e_free(&with);
+}
+
 // --- speed: the cost model ------------------------------------------------------------------
 // Per-layer compute time of the fused model on the simulator's h100 profile,
 // from train_step's kernel list: each kernel costs 3 us fixed

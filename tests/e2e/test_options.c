@@ -89,8 +89,9 @@ static const char *accepted(const char *var)
         {"AOSHIM_QUIET", bool_text},
         {"AOSHIM_STACKS", bool_text},
         {"AOSHIM_CHECK", bool_text},
-        {"AOSHIM_OFFLOAD_LAYERS", "'all', 'none', a count of first layers (12), a list with ranges "
-                                  "(0-11,14) or a percentage (50%)"},
+        {"AOSHIM_OFFLOAD_LAYERS", "'all', 'auto', 'none', a count of first layers (12), a list "
+                                  "with ranges (0-11,14) or a percentage (50%)"},
+        {"AOSHIM_BUDGET", "a size such as 40G, or a percentage of the device's memory (90%)"},
         {"AOSHIM_PREFETCH", "an integer from 0 to 64"},
         {"AOSHIM_MIN_BYTES", "a size such as 4096, 512K, 1MiB, 2G"},
         {"AOSHIM_HOST_LIMIT", "a size such as 64G (0: no limit)"},
@@ -234,6 +235,12 @@ static void build_table(void)
     add("AOSHIM_HOST_LIMIT", "17179869184G", "17179869184G", NULL); // 2^64 bytes
     add("AOSHIM_HOST_LIMIT", "1iB", "1iB", NULL);
     add("AOSHIM_HOST_LIMIT", "64G\n", "64G\\n", NULL);
+    // AOSHIM_BUDGET: a size or a share of the device; never nothing.
+    add("AOSHIM_BUDGET", "0", "0", NULL);
+    add("AOSHIM_BUDGET", "0%", "0%", NULL);
+    add("AOSHIM_BUDGET", "101%", "101%", NULL);
+    add("AOSHIM_BUDGET", "40 G", "40 G", NULL);
+    add("AOSHIM_BUDGET", "auto", "auto", NULL);
     // AOSHIM_TORCH.
     add("AOSHIM_TORCH", "1", "1", NULL);
     add("AOSHIM_TORCH", "on", "on", NULL);

@@ -86,6 +86,8 @@ Test(config, layers)
     cr_assert_eq(ao_parse_layers("50%", &s), 0);
     cr_assert(ao_layerset_has(&s, 7, 0), "a percentage before the layer count is known: all");
     cr_assert(ao_layerset_has(&s, 3, 8) && !ao_layerset_has(&s, 4, 8));
+    cr_assert_eq(ao_parse_layers("auto", &s), 0);
+    cr_assert_eq(s.kind, AO_LAYERS_AUTO);
     cr_assert_eq(ao_parse_layers("all", &s), 0);
     cr_assert(ao_layerset_has(&s, 100, 0));
     cr_assert_eq(ao_parse_layers("none", &s), 0);
@@ -397,4 +399,22 @@ Test(config, readme_documents_every_option)
         snprintf(row, sizeof row, "| `AOSHIM_%s` | `%s` |", name, def);
         cr_expect(strstr(text, row) != NULL, "README has no row starting \"%s\"", row);
     }
+}
+
+// AOSHIM_BUDGET: a size, or a percentage of the device's memory.
+Test(config, budget_is_a_size_or_a_share)
+{
+    ao_share_t b;
+    cr_assert_eq(ao_parse_share("40G", &b), 0);
+    cr_assert(b.bytes == 40ull << 30 && b.percent == 0);
+    cr_assert_eq(ao_parse_share("90%", &b), 0);
+    cr_assert(b.bytes == 0 && b.percent == 90);
+    const char *bad[] = {"", "0", "0%", "101%", "%", "-1G", "1.5G", "90 %"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        cr_expect_eq(ao_parse_share(bad[i], &b), -1, "accepted '%s'", bad[i]);
+    ao_config_t c;
+    char err[256];
+    char *env[] = {"AOSHIM_BUDGET=", NULL};
+    cr_assert_eq(ao_config_load(&c, env, err, sizeof err), 0, "%s", err);
+    cr_assert(c.budget.bytes == 0 && c.budget.percent == 0, "empty is the default");
 }
