@@ -112,6 +112,8 @@ __attribute__((destructor)) static void ao_fini(void)
     // used CUDA (a launcher, a compiler) writes nothing.
     if (forked_child || !ao_cuda_touched) return;
     ao_report_all(!ao_config.quiet);
+    // After the report, which describes the run and not its clean-up.
+    ao_engine_shutdown();
 }
 
 AOSHIM_API const char *aoshim_version(void)

@@ -120,6 +120,9 @@ static void driver_init(void)
     void *v1 = NULL;
     if (gpa("cuGetProcAddress", &v1, 11030, 0, NULL) == CUDA_SUCCESS && v1)
         ao_real.cuGetProcAddress_v1 = (CUresult(*)(const char *, void **, int, cuuint64_t))v1;
+    void *sync = NULL;
+    if (gpa("cuCtxSynchronize", &sync, 2000, 0, NULL) == CUDA_SUCCESS && sync)
+        ao_real.cuCtxSynchronize = (CUresult(*)(void))sync;
     driver_ok = ok;
 }
 

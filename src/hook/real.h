@@ -180,7 +180,11 @@
     X(cuEventQuery, "cuEventQuery", 2000, 0, CUresult, (CUevent e))                                \
     X(cuEventSynchronize, "cuEventSynchronize", 2000, 0, CUresult, (CUevent e))                    \
     X(cuEventElapsedTime_v2, "cuEventElapsedTime", 12080, 0, CUresult,                             \
-      (float *ms, CUevent a, CUevent b))
+      (float *ms, CUevent a, CUevent b))                                                           \
+    /* at exit (ao_engine_shutdown) */                                                             \
+    X(cuStreamDestroy_v2, "cuStreamDestroy", 4000, 0, CUresult, (CUstream s))                      \
+    X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", 7000, 0, CUresult,                 \
+      (CUdevice d, unsigned *fl, int *active))
 
 typedef struct ao_real_s {
 #define X(name, ret, params) ret(*name) params;
@@ -191,6 +195,9 @@ typedef struct ao_real_s {
 #undef X
     // The 4-argument cuGetProcAddress of CUDA 11.3, for callers that ask for it.
     CUresult (*cuGetProcAddress_v1)(const char *s, void **p, int v, cuuint64_t f);
+    // The argument-less cuCtxSynchronize (at CUDA_VERSION 13000 the name is
+    // cuCtxSynchronize_v2, which takes a context): asked for by version.
+    CUresult (*cuCtxSynchronize)(void);
 } ao_real_t;
 
 extern ao_real_t ao_real;

@@ -83,3 +83,18 @@ void ao_host_free(void *p, size_t size)
             return;
         }
 }
+
+int ao_host_fini(void)
+{
+    int first = CUDA_SUCCESS;
+    for (size_t i = 0; i < nchunks; i++) {
+        void *p = (void *)(uintptr_t)chunks[i].base;
+        CUresult r = ao_real.cuMemFreeHost(p);
+        if (r != CUDA_SUCCESS) r = ao_real.cuMemFreeHost(p); // may have been passing
+        if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r;
+        ao_extents_clear(&chunks[i].free);
+    }
+    nchunks = 0;
+    pinned = 0;
+    return first;
+}

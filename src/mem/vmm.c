@@ -223,3 +223,26 @@ CUresult ao_phys_unmap(CUdeviceptr p, size_t size, const ao_phys_t *ph)
         pool_put(ph->size[i], ph->h[i]);
     return CUDA_SUCCESS;
 }
+
+// --- exit -------------------------------------------------------------------------------
+CUresult ao_vmm_fini(bool free_range)
+{
+    CUresult first = CUDA_SUCCESS;
+    while (npool) {
+        idle_t it = pool_remove(npool - 1);
+        CUresult r = ao_real.cuMemRelease(it.h);
+        if (r != CUDA_SUCCESS) r = ao_real.cuMemRelease(it.h); // may have been passing
+        if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r;
+    }
+    size_t size = __atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE);
+    if (!size) return first;
+    // Nothing is aoshim's any more: a launch scan or a free on another thread
+    // passes through from here, and the range may be the driver's to reuse.
+    __atomic_store_n(&ao_vmm.size, 0, __ATOMIC_RELEASE);
+    if (free_range) {
+        CUresult r = ao_real.cuMemAddressFree(ao_vmm.base, size);
+        if (r != CUDA_SUCCESS) r = ao_real.cuMemAddressFree(ao_vmm.base, size);
+        if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r;
+    }
+    return first;
+}

@@ -99,4 +99,10 @@ size_t ao_phys_idle(void);
 // Release every idle handle (cuMemRelease). Returns the bytes given back.
 size_t ao_phys_trim(void);
 
+// At exit, with nothing mapped any more: every idle handle released and, if
+// free_range, the reservation given back; nothing is aoshim's from then on
+// (ao_vmm_owns answers false). Each call is tried twice; CUDA_SUCCESS or the
+// first error that stayed (what it could not give back is left to the driver).
+CUresult ao_vmm_fini(bool free_range);
+
 #endif // AO_VMM_H

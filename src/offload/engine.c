@@ -412,13 +412,19 @@ static void chunk_set(ao_chunk_t *c, ao_state_t st)
     ao_vmm_mark(c->base, c->size, g, c);
 }
 
-static void chunk_unmap(ao_chunk_t *c)
+// False when the mapping stays: a chunk marked unmapped while still mapped
+// made its next map at the same address fail, and the layer was refused.
+static bool chunk_unmap(ao_chunk_t *c)
 {
     CUresult r = ao_phys_unmap(c->base, c->size, &c->phys);
-    if (r != CUDA_SUCCESS)
-        WARN_ONCE("cuMemUnmap failed (CUDA error %d): device memory not released", (int)r);
+    if (r != CUDA_SUCCESS) r = ao_phys_unmap(c->base, c->size, &c->phys); // may have been passing
+    if (r != CUDA_SUCCESS) {
+        WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): the memory stays mapped", (int)r);
+        return false;
+    }
     c->mapped = false;
     ao_stat_device(0, -(int64_t)c->size, 0);
+    return true;
 }
 
 // Physical memory for a chunk. Memory about to be released (an offload copy
@@ -489,8 +495,7 @@ static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size)
         return NULL;
     }
     if (chunk_map(c) != CUDA_SUCCESS || ao_extents_give(&c->free, c->base, size) < 0) {
-        if (c->mapped) chunk_unmap(c);
-        ao_va_free(c->base, size);
+        if (!c->mapped || chunk_unmap(c)) ao_va_free(c->base, size);
         ao_extents_clear(&c->free);
         chunk_recycle(c);
         return NULL;
@@ -515,10 +520,11 @@ static void chunk_release(ao_chunk_t *c)
     ao_rec_memory(c->scope->layer, c->mapped ? -(int64_t)c->size : 0,
                   c->mapped ? 0 : -(int64_t)c->size);
     ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
-    if (c->mapped) chunk_unmap(c);
+    bool unmapped = !c->mapped || chunk_unmap(c);
     // AOSHIM_CHECK: the address stays reserved and unmapped for good, so a
-    // use after free faults instead of finding a later buffer there.
-    if (!ao_config.check) ao_va_free(c->base, c->size);
+    // use after free faults instead of finding a later buffer there. A range
+    // still mapped is never handed out again either.
+    if (!ao_config.check && unmapped) ao_va_free(c->base, c->size);
     ao_extents_clear(&c->free);
     event_put(c->ev_copy, false);
     for (int i = 0; i < c->nfree_ev; i++)
@@ -684,12 +690,16 @@ static void poll_locked(void)
             // Copied out and past its release point: give the memory back.
             // A freed buffer still pending keeps the chunk until it is done.
             if (c->state == AO_OFFLOADING && s->state == AO_OFFLOADED && free_events_done(c)) {
+                if (!chunk_unmap(c)) { // the device copy is intact: it stays, resident
+                    host_slots_free(c);
+                    chunk_set(c, AO_RESIDENT);
+                    continue;
+                }
                 for (ao_buffer_t *b = c->buffers; b; b = b->next)
                     if (!b->freed) {
                         ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)b->size);
                         ao_rec_site(b->site, -(int64_t)b->size, b->size);
                     }
-                chunk_unmap(c);
                 ao_rec_memory(s->layer, -(int64_t)c->size, (int64_t)c->size);
                 chunk_set(c, AO_OFFLOADED);
             }
@@ -922,12 +932,15 @@ static bool evict_prefetched(void)
             if (s->ev_reloaded) ao_real.cuEventSynchronize(s->ev_reloaded);
             ao_vmm_mark(c->base, c->size, AO_GS_AWAY, c);
             ao_scan_quiesce();
+            if (!chunk_unmap(c)) { // still mapped: it stays as it was
+                chunk_set(c, c->state);
+                continue;
+            }
             for (ao_buffer_t *b = c->buffers; b; b = b->next)
                 if (!b->freed) { // released again: counted as the offload it is
                     ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)b->size);
                     ao_rec_site(b->site, -(int64_t)b->size, b->size);
                 }
-            chunk_unmap(c);
             ao_rec_memory(s->layer, -(int64_t)c->size, (int64_t)c->size);
             c->prefetched = false;
             set_safe_stream(c, NULL);
@@ -944,6 +957,10 @@ bool ao_engine_trim(void)
 {
     if (!E.ready) return false;
     pthread_mutex_lock(&E.mu);
+    if (!E.ready) { // shut down at exit meanwhile
+        pthread_mutex_unlock(&E.mu);
+        return false;
+    }
     if (A.on) {
         // The device ran out under the budget: what it held then is the
         // budget from now on, and the next step's plan keeps under it.
@@ -1877,4 +1894,162 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
     }
     pthread_mutex_unlock(&E.mu);
     return c;
+}
+
+// --- exit -----------------------------------------------------------------------------------
+// What aoshim holds goes back before the process ends: pinned host memory,
+// idle and mapped physical handles, the address reservation, events and
+// its two streams. The driver would reclaim them anyway when the process
+// dies; given back, a leak checker (the simulated GPU's live_* counts, a
+// real tool) sees aoshim leave nothing behind, and a long-lived process
+// that unloads the shim gets its memory back.
+//
+// Called from the destructor, after the report is written. It must never
+// hang and never call into a driver that is gone:
+//  - the engine's lock is taken only if it comes free soon: a thread stopped
+//    at exit while holding it (or this very thread, exit() from a signal
+//    handler that interrupted aoshim) keeps it for ever;
+//  - libaoshim.so's destructor runs before those of libcudart and libcuda
+//    (it is preloaded, they are loaded after it, and glibc finalizes in load
+//    order, dependents first), so the simulated driver is still there. On
+//    real CUDA the runtime's own exit handler (atexit, which runs before
+//    any destructor) may already have released the primary context, and
+//    with it every allocation of that context; whether a handle of a
+//    destroyed context may still be passed to the driver is not documented.
+//    So, the stricter choice: no clean-up unless the driver answers and the
+//    device's primary context is still active, and the first call that
+//    says the driver or the context is gone ends the clean-up silently.
+//  - CUDA calls made by the program after this point pass through:
+//    ao_engine_off is set and nothing is aoshim's any more.
+static bool shut;
+
+static bool driver_gone(CUresult r)
+{
+    return r == CUDA_ERROR_DEINITIALIZED || r == CUDA_ERROR_NOT_INITIALIZED ||
+           r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED;
+}
+
+static void event_destroy(CUevent *e)
+{
+    if (*e) ao_real.cuEventDestroy_v2(*e);
+    *e = NULL;
+}
+
+static void events_destroy_all(void)
+{
+    for (ao_scope_t *s = E.scopes; s; s = s->next) {
+        event_destroy(&s->ev_copied);
+        event_destroy(&s->ev_release);
+        event_destroy(&s->ev_reloaded);
+        event_destroy(&s->ev_fwd0);
+        for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+            event_destroy(&c->ev_copy);
+            for (int i = 0; i < c->nfree_ev; i++)
+                event_destroy(&c->free_ev[i]);
+            c->nfree_ev = 0;
+        }
+    }
+    for (ao_deferred_t *d = E.deferred; d; d = d->next)
+        for (int i = 0; i < d->nev; i++)
+            event_destroy(&d->ev[i]);
+    for (int i = 0; i < E.ntimed; i++) {
+        event_destroy(&E.timed[i].ev0);
+        event_destroy(&E.timed[i].ev1);
+    }
+    E.ntimed = 0;
+    for (int i = 0; i < AO_MAX_MB; i++)
+        event_destroy(&E.bwd0[i]);
+    while (E.nsync_events)
+        event_destroy(&E.sync_events[--E.nsync_events]);
+    while (E.ntiming_events)
+        event_destroy(&E.timing_events[--E.ntiming_events]);
+    event_destroy(&E.t0);
+    event_destroy(&E.last_reload);
+}
+
+// Everything given back; the first failure that stayed (after a second
+// try), with what it concerned.
+static CUresult release_all(const char **what)
+{
+    // Kernels may still use resident chunks and copies still read or fill
+    // host slots (a program that exits without synchronising): all of it
+    // must be complete before anything is unmapped or unpinned.
+    CUresult r = ao_real.cuCtxSynchronize ? ao_real.cuCtxSynchronize() : CUDA_ERROR_NOT_FOUND;
+    if (r != CUDA_SUCCESS && !driver_gone(r) && ao_real.cuCtxSynchronize)
+        r = ao_real.cuCtxSynchronize();
+    if (r != CUDA_SUCCESS) {
+        *what = "waiting for the device"; // nothing given back: it may be in use
+        return r;
+    }
+    events_destroy_all();
+    bool all_unmapped = true;
+    CUresult first = CUDA_SUCCESS;
+    for (ao_scope_t *s = E.scopes; s; s = s->next)
+        for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+            ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
+            for (ao_buffer_t *b = c->buffers; b; b = b->next)
+                b->host = NULL; // the pinned pool goes as a whole
+            if (!c->mapped) continue;
+            r = ao_phys_unmap(c->base, c->size, &c->phys);
+            if (r != CUDA_SUCCESS && !driver_gone(r)) r = ao_phys_unmap(c->base, c->size, &c->phys);
+            if (driver_gone(r)) return r;
+            if (r != CUDA_SUCCESS) {
+                all_unmapped = false;
+                if (first == CUDA_SUCCESS) first = r, *what = "unmapping device memory";
+                continue;
+            }
+            c->mapped = false;
+        }
+    r = ao_vmm_fini(all_unmapped);
+    if (driver_gone(r)) return r;
+    if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r, *what = "releasing device memory";
+    r = (CUresult)ao_host_fini();
+    if (driver_gone(r)) return r;
+    if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r, *what = "unpinning host memory";
+    ao_real.cuStreamDestroy_v2(E.d2h);
+    ao_real.cuStreamDestroy_v2(E.h2d);
+    E.d2h = E.h2d = NULL;
+    return first;
+}
+
+void ao_engine_shutdown(void)
+{
+    if (!__atomic_load_n(&E.ready, __ATOMIC_ACQUIRE)) return;
+    bool locked = false;
+    for (int i = 0; i < 200 && !(locked = pthread_mutex_trylock(&E.mu) == 0); i++)
+        usleep(500);
+    if (!locked) return; // left to the driver rather than hang the exit
+    if (!E.ready || shut) {
+        pthread_mutex_unlock(&E.mu);
+        return;
+    }
+    // From here every hook passes through and the engine does nothing: a
+    // thread still running, a later destructor, an atexit handler.
+    shut = true;
+    ao_engine_off = true;
+    E.ready = false;
+    E.failed = true;
+    E.open = NULL;
+    __atomic_store_n(&ao_engine_open_scope, NULL, __ATOMIC_RELEASE);
+    ao_ptrmap_clear(&buffers);
+
+    CUcontext cur = NULL;
+    unsigned flags = 0;
+    int active = 0;
+    const char *what = "";
+    CUresult r = ao_real.cuCtxGetCurrent(&cur);
+    if (r == CUDA_SUCCESS) r = ao_real.cuDevicePrimaryCtxGetState(ao_vmm.device, &flags, &active);
+    if (r == CUDA_SUCCESS && !active) r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (r == CUDA_SUCCESS && cur != E.ctx) r = ao_real.cuCtxSetCurrent(E.ctx);
+    if (r == CUDA_SUCCESS) {
+        r = release_all(&what);
+        if (cur != E.ctx) ao_real.cuCtxSetCurrent(cur);
+    }
+    // A driver or context already gone took everything with it: nothing to say.
+    if (r != CUDA_SUCCESS && !driver_gone(r))
+        ao_log(AO_LOG_WARN,
+               "at exit, %s failed (CUDA error %d): what aoshim holds there is left "
+               "to the driver",
+               what, (int)r);
+    pthread_mutex_unlock(&E.mu);
 }

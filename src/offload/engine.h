@@ -80,6 +80,11 @@ int ao_engine_keep(CUdeviceptr p);
 // The stream a reloading chunk is already safe on (see scan.h).
 CUstream ao_engine_safe_stream(const void *chunk);
 
+// At exit, after the report: give back what aoshim holds on the device and
+// in pinned host memory, when the driver is still there; never hangs. From
+// then on everything passes through.
+void ao_engine_shutdown(void);
+
 // Set in a forked child and under AOSHIM_ENABLE=0: everything passes through.
 extern bool ao_engine_off;
 // Why the engine will not offload in this process (NULL: it will): said once

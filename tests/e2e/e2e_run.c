@@ -84,6 +84,12 @@ static bool sink_read(int fd, sink_t *s)
 
 void e2e_run(e2e_result_t *r, bool preload, const char *const *env, const char *const *argv)
 {
+    e2e_run_ex(r, preload, env, argv, NULL, NULL);
+}
+
+void e2e_run_ex(e2e_result_t *r, bool preload, const char *const *env, const char *const *argv,
+                void (*on_out)(const char *out, void *arg), void *arg)
+{
     memset(r, 0, sizeof *r);
     e2e_path("SIM_DIR");
     if (preload) e2e_path("AO_TEST_SHIM");
@@ -117,6 +123,9 @@ void e2e_run(e2e_result_t *r, bool preload, const char *const *env, const char *
                 close(fds[i].fd);
                 fds[i].fd = -1;
                 open_fds--;
+            } else if (i == 0 && on_out) {
+                so.buf[so.len] = '\0';
+                on_out(so.buf, arg);
             }
         }
     }

@@ -24,6 +24,10 @@ typedef struct e2e_result_s {
 // so that the caller's environment cannot change a figure); "NAME" alone
 // unsets NAME.
 void e2e_run(e2e_result_t *r, bool preload, const char *const *env, const char *const *argv);
+// The same, calling on_out(everything on stdout so far, arg) after each
+// read of the child's stdout (to signal it at a point it announces).
+void e2e_run_ex(e2e_result_t *r, bool preload, const char *const *env, const char *const *argv,
+                void (*on_out)(const char *out, void *arg), void *arg);
 // train_step with the given argument string (split on spaces).
 void e2e_train(e2e_result_t *r, bool preload, const char *const *env, const char *args);
 void e2e_free(e2e_result_t *r);

@@ -10,6 +10,14 @@
 // (exit 86), a race, a crash, or a hang (60 s). Two workloads: train_step
 // (3 steps, one thread) and stress_threads (a training loop against three
 // other threads). The matrix is printed; the README carries it.
+//
+// Also wrong, in any cell: something left behind at exit (the simulator's
+// live_handles, live_mappings, live_pinned_bytes differ from those of the
+// same program run without aoshim); and, in an error cell, the wrong number
+// of aoshim lines: exactly one (what failed, what aoshim did) when the call
+// that failed was aoshim's own, none when it was the program's and aoshim
+// passed the error through. Whose call it was, the simulator says
+// (SIM_FAIL_CALLERS=1: the modules on the stack of the failed call).
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <stdio.h>
@@ -33,7 +41,7 @@ typedef struct workload_s {
 static const char *const train_env[] = {NULL};
 static const char *const stress_env[] = {"AOSHIM_OFFLOAD_LAYERS=4", NULL};
 
-static void run(const workload_t *w, const char *fail, e2e_result_t *r)
+static void run_as(const workload_t *w, const char *fail, bool preload, e2e_result_t *r)
 {
     const char *env[16];
     int n = 0;
@@ -45,6 +53,7 @@ static void run(const workload_t *w, const char *fail, e2e_result_t *r)
     if (fail) {
         snprintf(spec, sizeof spec, "SIM_FAIL=%s", fail);
         env[n++] = spec;
+        env[n++] = "SIM_FAIL_CALLERS=1";
     } else {
         env[n++] = "SIM_COUNT_CALLS=1";
     }
@@ -56,8 +65,69 @@ static void run(const workload_t *w, const char *fail, e2e_result_t *r)
     argv[a++] = e2e_path(w->prog_var);
     char *copy = strdup(w->args);
     e2e_split(copy, argv, a, 32);
-    e2e_run(r, true, env, argv);
+    e2e_run(r, preload, env, argv);
     free(copy);
+}
+
+static void run(const workload_t *w, const char *fail, e2e_result_t *r)
+{
+    run_as(w, fail, true, r);
+}
+
+// --- what a cell must also get right ---------------------------------------------------------
+// What the program holds at exit as the simulator counts it.
+typedef struct live_s {
+    uint64_t handles, mappings, pinned;
+} live_t;
+
+static bool live_of(const e2e_result_t *r, live_t *l)
+{
+    return e2e_kv(r->err, "simgpu: ", "live_handles", &l->handles) &&
+           e2e_kv(r->err, "simgpu: ", "live_mappings", &l->mappings) &&
+           e2e_kv(r->err, "simgpu: ", "live_pinned_bytes", &l->pinned);
+}
+
+// The failed call was aoshim's own: the simulator found libaoshim nearest on
+// its stack, and not as the pass-through of a runtime call (libcudart, or
+// NCCL, right behind it: the runtime made the call for the program).
+// -1 when no failure fired.
+static int aoshim_made_it(const e2e_result_t *r)
+{
+    const char *l = strstr(r->err, "simgpu: injected ");
+    if (!l) return -1;
+    const char *eol = strchr(l, '\n'), *from = strstr(l, " from ");
+    if (!from || (eol && from > eol)) return 0;
+    from += strlen(" from ");
+    if (strncmp(from, "libaoshim", 9) != 0) return 0;
+    const char *next = strstr(from, " < ");
+    if (!next || (eol && next > eol)) return 1;
+    next += 3;
+    return strncmp(next, "libcudart", 9) != 0 && strncmp(next, "libnccl", 7) != 0;
+}
+
+// Lines aoshim wrote that the clean run (under aoshim) did not; a late
+// reload warning is not counted where the clean run had one too (whether
+// and where the reader thread of stress_threads meets an offloaded layer is
+// timing).
+static int new_aoshim_lines(const char *err, const char *clean_err)
+{
+    bool clean_late = strstr(clean_err, "aoshim: warning: late reload") != NULL;
+    int n = 0;
+    for (const char *p = err; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        if (strncmp(p, "aoshim: ", 8) == 0 &&
+            !(clean_late && strncmp(p, "aoshim: warning: late reload", 28) == 0)) {
+            bool seen = false;
+            for (const char *q = clean_err; (q = strstr(q, "aoshim: ")) != NULL; q++)
+                if ((q == clean_err || q[-1] == '\n') && strncmp(q, p, len) == 0 &&
+                    (q[len] == '\n' || q[len] == '\0'))
+                    seen = true;
+            n += !seen;
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return n;
 }
 
 // What the program reported as its result: the checksum (train_step) or
@@ -95,11 +165,43 @@ static outcome_t classify(const workload_t *w, const e2e_result_t *r, const char
     return *why = "crash", WRONG;
 }
 
+// classify, then what every cell must also get right (see the top).
+static outcome_t judge(const workload_t *w, const e2e_result_t *r, const char *want,
+                       const e2e_result_t *clean, const live_t *bare, const char **why)
+{
+    outcome_t o = classify(w, r, want, why);
+    if (o == WRONG) return o;
+    live_t l;
+    if (!live_of(r, &l)) return *why = "no exit line", WRONG;
+    if (l.handles != bare->handles || l.mappings != bare->mappings || l.pinned != bare->pinned)
+        return *why = "leak", WRONG;
+    if (o == ERROR) {
+        int own = aoshim_made_it(r), lines = new_aoshim_lines(r->err, clean->err);
+        if (own < 0) return *why = "nothing injected", WRONG;
+        if (lines != own) return *why = own ? "lines (want 1)" : "lines (want 0)", WRONG;
+        if (own) *why = "aoshim's call"; // printed: the error cells aoshim answers for
+    }
+    return o;
+}
+
 static void matrix(const workload_t *w)
 {
-    e2e_result_t clean;
+    e2e_result_t clean, bare_run;
     run(w, NULL, &clean);
     cr_assert_eq(clean.status, 0, "%s: clean run failed:\n%s", w->name, clean.err);
+    // What the program itself leaves at exit, without aoshim.
+    run_as(w, NULL, false, &bare_run);
+    live_t bare, mine;
+    cr_assert(live_of(&bare_run, &bare) && live_of(&clean, &mine), "no live_* counts:\n%s",
+              bare_run.err);
+    cr_assert(mine.handles == bare.handles && mine.mappings == bare.mappings &&
+                  mine.pinned == bare.pinned,
+              "%s: aoshim leaves something at exit: handles %llu/%llu mappings %llu/%llu pinned "
+              "%llu/%llu (with/without)",
+              w->name, (unsigned long long)mine.handles, (unsigned long long)bare.handles,
+              (unsigned long long)mine.mappings, (unsigned long long)bare.mappings,
+              (unsigned long long)mine.pinned, (unsigned long long)bare.pinned);
+    e2e_free(&bare_run);
     char want[64];
     snprintf(want, sizeof want, "%s", result_of(w, &clean, (char[64]){0}, 64));
     const char *calls = strstr(clean.err, "simgpu: calls ");
@@ -121,7 +223,7 @@ static void matrix(const workload_t *w)
             e2e_result_t r;
             run(w, spec, &r);
             const char *why;
-            outcome_t o = classify(w, &r, want, &why);
+            outcome_t o = judge(w, &r, want, &clean, &bare, &why);
             count[o]++;
             cells++;
             printf(" %llu/%llu %s%s%s", at[i], total, outcome_name[o], *why ? ":" : "", why);

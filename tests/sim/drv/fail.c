@@ -12,6 +12,8 @@
 // charged the cost of any call. Counting is per process, from cuInit, under
 // the simulator's lock, per entry point (its _ptsz/_ptds twin included);
 // calls the runtime makes through cuGetProcAddress count like the program's.
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,12 +49,15 @@ static uint64_t counts[SIM_FAIL_NCALLS];
 // injects more than this (count 100000, say) gets the first ones listed and
 // a line saying how many more.
 #define MAX_LOG 4096
+#define MAX_CALLERS 3
 typedef struct fired_s {
     int call;
     uint64_t n;
     CUresult err;
+    const char *by[MAX_CALLERS]; // SIM_FAIL_CALLERS: modules on the stack, innermost first
 } fired_t;
 static fired_t fired[MAX_LOG];
+static bool want_callers; // SIM_FAIL_CALLERS (see callers())
 static uint64_t nfired;
 
 // --- parsing ----------------------------------------------------------------------
@@ -146,6 +151,15 @@ void sim_fail_load(void)
         count_calls = true;
         atomic_store_explicit(&armed, true, memory_order_release);
     }
+    const char *w = getenv("SIM_FAIL_CALLERS");
+    if (w && *w && strcmp(w, "0") != 0) {
+        if (strcmp(w, "1") != 0) sim_cfg_die("SIM_FAIL_CALLERS", w, "0 or 1");
+        want_callers = true;
+        // The first backtrace loads the unwinder (dlopen, malloc): done here,
+        // not when a failure fires inside some caller's critical section.
+        void *warm[2];
+        (void)backtrace(warm, 2);
+    }
     const char *v = getenv("SIM_FAIL");
     if (!v || !*v) return;
     env_value = v;
@@ -165,6 +179,39 @@ void sim_fail_load(void)
     atomic_store_explicit(&armed, true, memory_order_release);
 }
 
+// --- who made the call -----------------------------------------------------------------
+// SIM_FAIL_CALLERS=1: each injected line ends in " from <module> < <module> ...", the
+// modules on the calling thread's stack outside this driver, innermost first,
+// repeats folded (e.g. "from libaoshim.so < libcudart.so.13 < libaoshim.so <
+// train_step": the runtime made the call, for a runtime call that passed
+// through an interposer). A fact about the stack, not a judgement: a test
+// that must tell an interposer's own calls from those it passed through
+// reads it (tests/e2e/test_fault_matrix.c). Off by default, so the lines
+// stay as they were for everyone else.
+
+static const char *module_of(void *pc, const void *self)
+{
+    Dl_info info;
+    if (!dladdr(pc, &info) || !info.dli_fname) return "?";
+    if (info.dli_fbase == self) return NULL; // inside the driver
+    const char *slash = strrchr(info.dli_fname, '/');
+    const char *name = slash ? slash + 1 : info.dli_fname;
+    return *name ? name : "main"; // the executable may have no name here
+}
+
+static void callers(fired_t *f)
+{
+    void *pcs[48];
+    int n = backtrace(pcs, 48);
+    Dl_info me;
+    const void *self = dladdr((void *)sim_fail_check, &me) ? me.dli_fbase : NULL;
+    int k = 0;
+    for (int i = 0; i < n && k < MAX_CALLERS; i++) {
+        const char *m = module_of(pcs[i], self);
+        if (m && (k == 0 || strcmp(f->by[k - 1], m) != 0)) f->by[k++] = m;
+    }
+}
+
 // --- the check ----------------------------------------------------------------------
 CUresult sim_fail_check(int call)
 {
@@ -178,7 +225,10 @@ CUresult sim_fail_check(int call)
     if (r != CUDA_SUCCESS) {
         sim_host_advance(sim_cfg.api_ns); // a failed call still costs a call
         sim_st.injected++;
-        if (nfired < MAX_LOG) fired[nfired] = (fired_t){call, n, r};
+        if (nfired < MAX_LOG) {
+            fired[nfired] = (fired_t){call, n, r, {NULL}};
+            if (want_callers) callers(&fired[nfired]);
+        }
         nfired++;
     }
     sim_unlock();
@@ -200,8 +250,12 @@ void sim_fail_report(void)
     uint64_t shown = nfired < MAX_LOG ? nfired : MAX_LOG;
     for (uint64_t i = 0; i < shown; i++) {
         const char *e = sim_error_name(fired[i].err);
-        sim_log("injected %s:%llu -> %s", calls[fired[i].call].name, (unsigned long long)fired[i].n,
-                e ? e : "?");
+        char from[256] = "";
+        for (int k = 0; k < MAX_CALLERS && fired[i].by[k]; k++)
+            snprintf(from + strlen(from), sizeof from - strlen(from), "%s%s", k ? " < " : " from ",
+                     fired[i].by[k]);
+        sim_log("injected %s:%llu -> %s%s", calls[fired[i].call].name,
+                (unsigned long long)fired[i].n, e ? e : "?", from);
     }
     if (nfired > shown)
         sim_log("injected %llu more failures, not listed", (unsigned long long)(nfired - shown));
