@@ -15,14 +15,22 @@ control API:
   backward, which the engine never offloads;
 - ``set_microbatch`` when a forward starts again before the optimizer stepped
   (gradient accumulation, several passes per step), ``step_end`` after
-  ``optimizer.step()``.
+  ``optimizer.step()``;
+- under ``torch.distributed.pipelining``, the schedule's own microbatch ids:
+  the stage's ``forward_one_chunk``/``backward_one_chunk`` say which
+  microbatch runs (1F1B runs the forward of one after the backward of
+  another), and the blocks of all the stages a rank holds are numbered
+  through in stage order. The stage methods are interposed only once the
+  program imports ``torch.distributed.pipelining``.
 
 ``AOSHIM_TORCH=auto|0|<dotted path>`` chooses automatic discovery, nothing,
 or the block list named (``model.layers``, relative to the model called).
 ``offload(blocks)`` is the explicit form for models aoshim cannot read.
 """
+import functools
 import sys
 import threading
+import weakref
 
 import torch
 from torch import nn
@@ -123,6 +131,8 @@ class _Driver:
         self.last_fwd = None  # (layer, mb) of the last forward layer
         self.backward_seen = False  # a backward ran since the last forward pass began
         self.active = False  # anything since the last step_end
+        self.pipeline = False  # a pipeline stage exists: its schedule gives the microbatches
+        self.chunk = None  # the schedule's microbatch running now (forward/backward_one_chunk)
         self.local = threading.local()  # per thread: the stream last passed
         self.said = set()
 
@@ -163,6 +173,12 @@ class _Driver:
             self.say_once("compile", "a block runs under torch.compile: aoshim does not offload "
                           "compiled blocks")
             return True
+        return self._capturing()
+
+    def _capturing(self):
+        # Also asked by the autograd hooks and the optimizer hook: a capture
+        # may take in a backward or a whole step. (Not the compile check: a
+        # compiled optimizer step would trace the hook and drop its step_end.)
         if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
             self.say_once("graph", "a block runs inside CUDA graph capture: not offloaded")
             return True
@@ -173,11 +189,19 @@ class _Driver:
         if self._skip():
             return
         with self.lock:
+            if self.pipeline and self.chunk is None:
+                # A stage's module run outside the schedule's chunks: torch's
+                # metadata inference (a real forward and backward on sample
+                # inputs before the first microbatch), or the program's own call.
+                return
             if torch._C._current_autograd_node() is not None:
                 # The block's forward inside backward: a recomputation
                 # (activation checkpointing). It belongs to the backward of
                 # this layer of the microbatch whose backward is running.
-                mb = self.mb if self.mb in self.bwd_open else (self.last_fwd or (0, 0))[1]
+                if self.pipeline:
+                    mb = self.chunk
+                else:
+                    mb = self.mb if self.mb in self.bwd_open else (self.last_fwd or (0, 0))[1]
                 self._enter_backward(layer, mb)
                 aoshim.layer_begin(layer)
                 self.recompute_open = layer
@@ -191,7 +215,11 @@ class _Driver:
             if self.fwd_open is not None:  # a block that raised: its layer never ended
                 aoshim.layer_end(self.fwd_open[0])
                 self.fwd_open = None
-            if self.backward_seen or (self.last_fwd and layer <= self.last_fwd[0]):
+            if self.pipeline:
+                # The schedule's microbatch; its other microbatches' backwards
+                # stay open: each is closed by its own hooks or its chunk's end.
+                self._use_mb(self.chunk)
+            elif self.backward_seen or (self.last_fwd and layer <= self.last_fwd[0]):
                 self._new_pass()
             self._stream()
             aoshim.layer_begin(layer)
@@ -243,13 +271,38 @@ class _Driver:
         self.bwd_open[mb] = layer
 
     def output_grad(self, layer, mb):
+        if self._capturing():
+            return
         with self.lock:
             self._enter_backward(layer, mb)
 
     def input_grad(self, layer, mb):
+        if self._capturing():
+            return
         with self.lock:
             if self.bwd_open.get(mb) == layer:
                 self._close_backward(mb)
+
+    # pipeline schedules (the stage methods' wrappers, on the schedule's thread) -------------------
+    def chunk_begin(self, chunk):
+        with self.lock:
+            self.pipeline = True  # also for stages built before aoshim was watching
+            prev = self.chunk
+            if not 0 <= chunk < _MAX_MB:
+                self.say_once("chunks", f"pipeline microbatch {chunk}: aoshim's ids go from 0 to "
+                              f"{_MAX_MB - 1}; microbatches past that are not offloaded")
+                chunk = None
+            self.chunk = chunk
+            return prev
+
+    def chunk_end(self, prev, backward):
+        with self.lock:
+            # A backward whose first block's input needs no gradient (the
+            # first stage's block fed straight from the data) has no hook to
+            # end it: the chunk's end does.
+            if backward and self.chunk is not None and not self._capturing():
+                self._close_backward(self.chunk)
+            self.chunk = prev
 
     # steps ------------------------------------------------------------------------------------
     def _step_end(self):
@@ -261,6 +314,8 @@ class _Driver:
         self.active = False
 
     def optimizer_stepped(self, *_args):
+        if self._capturing():  # a whole step captured: nothing else was said either
+            return
         with self.lock:
             if self.active and self.fwd_open is None:
                 self._step_end()
@@ -298,6 +353,7 @@ def offload(blocks, first_layer=0):
         _optimizer_hook = register_optimizer_step_post_hook(_driver.optimizer_stepped)
     if _explicit:
         aoshim.set_frontend(f"torch aoshim.torch.offload: {len(_hooked)} layers")
+    _watch_pipelining()
     return layer
 
 
@@ -318,39 +374,50 @@ def _describe(path, lst):
     return f"{path or '(the model)'}: {len(lst)} x {kinds}"
 
 
-def _examine(model, mode):
-    for m in model.modules():
-        _seen.add(id(m))
-    name = type(model).__name__
-    if mode != "auto":
-        lst = _resolve(model, mode)
-        if lst is None:
-            if _nparams(model):
+def _examine(model, mode, stages=()):
+    """Mark model's block lists; with stages (the pipeline stages this rank
+    holds, model being one's module), those of every stage's module, numbered
+    through in stage order."""
+    models = [s.submod for s in stages] or [model]
+    for mod in models:
+        for m in mod.modules():
+            _seen.add(id(m))
+    name = ", ".join(dict.fromkeys(type(m).__name__ for m in models))
+    lists = []  # (the module holding it, dotted path, list)
+    for mod in models:
+        if mode != "auto":
+            lst = _resolve(mod, mode)
+            lists += [(mod, mode, lst)] if lst is not None else []
+        else:
+            lists += [(mod, path, lst) for path, lst in find_blocks(mod)]
+    if not lists:
+        if any(_nparams(m) for m in models):
+            if mode != "auto":
                 _driver.say_once("path", f"AOSHIM_TORCH={mode}: no module list of that name in "
                                  f"{name}; nothing is offloaded")
-            return False
-        lists = [(mode, lst)]
-    else:
-        lists = find_blocks(model)
-        if not lists:
-            if _nparams(model):
-                _driver.say_once("none", f"no repeated block list in {name} (an nn.ModuleList or "
-                                 "nn.Sequential of two or more blocks of one class): nothing is "
-                                 "offloaded; name one with AOSHIM_TORCH=<path> or call "
+            else:
+                _driver.say_once("none", f"no repeated block list in {name} (an nn.ModuleList "
+                                 "or nn.Sequential of two or more blocks of one class): nothing "
+                                 "is offloaded; name one with AOSHIM_TORCH=<path> or call "
                                  "aoshim.torch.offload(blocks)")
-            return False
+        return False
     global _explicit
-    total = _nparams(model)
+    total = sum(_nparams(m) for m in models)
     layer = 0
     _explicit = False
     try:
-        for path, lst in lists:
+        for _, path, lst in lists:
             layer = offload(lst, layer)
     finally:
         _explicit = True
-    found = "; ".join(_describe(p, lst) for p, lst in lists)
-    share = sum(_nparams(lst) for _, lst in lists) / total if total else 0
-    text = f"{name}.{found} ({layer} layers, {share:.0%} of the parameters)"
+    if stages:
+        ids = ", ".join(str(s.stage_index) for s in stages)
+        found = "; ".join(f"{type(mod).__name__}.{_describe(p, lst)}" for mod, p, lst in lists)
+        found = f"pipeline stage{'s' if len(stages) > 1 else ''} {ids}: {found}"
+    else:
+        found = f"{name}." + "; ".join(_describe(p, lst) for _, p, lst in lists)
+    share = sum(_nparams(lst) for _, _, lst in lists) / total if total else 0
+    text = f"{found} ({layer} layers, {share:.0%} of the parameters)"
     aoshim.set_frontend("torch " + text)
     if aoshim._verbose():
         _say("offloading " + text)
@@ -361,7 +428,7 @@ def _discover(module, args):
     if id(module) in _seen:
         return
     try:
-        if _examine(module, _mode()):
+        if _examine(module, _mode(), _rank_stages(module)):
             _stop_discovery()
     except Exception as e:  # never break the program over a boundary
         _stop_discovery()
@@ -379,6 +446,95 @@ def _auto():
     if _mode() == "off" or _discovery is not None or _hooked:
         return
     _discovery = nn.modules.module.register_module_forward_pre_hook(_discover)
+    _watch_pipelining()
+
+
+# --- pipeline schedules (torch.distributed.pipelining) -------------------------------------------
+# A schedule runs each microbatch through a stage with forward_one_chunk and
+# backward_one_chunk, in its own order (1F1B: the forward of microbatch 2
+# after the backward of 0), so the microbatch of a block's forward is the
+# chunk id of the call it runs in, never a guess from the order of blocks.
+# Only the stage base class is touched, and only once the program has
+# imported the package itself: a program without pipelining never loads it.
+_PIPELINING = "torch.distributed.pipelining"
+_stages = weakref.WeakSet()  # the pipeline stages built in this process
+
+
+def _rank_stages(module):
+    """The stages this process holds, in stage order, if module is one's module; else ()."""
+    stages = sorted(list(_stages), key=lambda s: s.stage_index)
+    return stages if any(s.submod is module for s in stages) else ()
+
+
+def _interpose_pipelining():
+    base = sys.modules[_PIPELINING + ".stage"]._PipelineStageBase
+    if "_aoshim" in base.__dict__:
+        return
+    base._aoshim = True
+    init = base.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        _stages.add(self)
+        # From now on a block's forward outside a chunk (torch's metadata
+        # inference) is not a training pass.
+        _driver.pipeline = True
+
+    def per_chunk(method, key, backward):
+        @functools.wraps(method)
+        def run(self, *args, **kwargs):
+            chunk = args[0] if args else kwargs.get(key)
+            prev = _driver.chunk_begin(chunk if isinstance(chunk, int) else -1)
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                _driver.chunk_end(prev, backward)
+        return run
+
+    base.__init__ = __init__
+    base.forward_one_chunk = per_chunk(base.forward_one_chunk, "fwd_chunk_id", False)
+    base.backward_one_chunk = per_chunk(base.backward_one_chunk, "bwd_chunk_id", True)
+
+
+class _PipeliningWatcher:
+    """First on sys.meta_path until the program imports torch.distributed.pipelining;
+    once the package has run, its stage methods are interposed."""
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name != _PIPELINING:
+            return None
+        if cls in sys.meta_path:
+            sys.meta_path.remove(cls)
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _interpose_safely()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _interpose_safely():
+    try:
+        _interpose_pipelining()
+    except Exception as e:  # pipelining works whatever aoshim does
+        _warn(f"pipeline schedules not followed ({type(e).__name__}: {e}); their "
+              "microbatches may be numbered wrongly")
+
+
+def _watch_pipelining():
+    if _PIPELINING in sys.modules:
+        _interpose_safely()
+    elif _PipeliningWatcher not in sys.meta_path:
+        sys.meta_path.insert(0, _PipeliningWatcher)
 
 
 # --- TransformerEngine's interface (_te.py) -------------------------------------------------------
