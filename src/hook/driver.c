@@ -167,6 +167,122 @@ SET(cuMemsetD8Async, false, unsigned char, 1, 1)
 SET(cuMemsetD8Async_ptsz, true, unsigned char, 1, 1)
 SET(cuMemsetD32Async, false, unsigned, 4, 1)
 SET(cuMemsetD32Async_ptsz, true, unsigned, 4, 1)
+SET(cuMemsetD16_v2, false, unsigned short, 2, 0)
+SET(cuMemsetD16_v2_ptds, true, unsigned short, 2, 0)
+SET(cuMemsetD16Async, false, unsigned short, 2, 1)
+SET(cuMemsetD16Async_ptsz, true, unsigned short, 2, 1)
+
+// Peer copies: both contexts are the caller's business; the ranges are ours.
+#define COPY_PEER(name, ptsz, async)                                                               \
+    AO_EXPORT CUresult name(CUdeviceptr d, CUcontext dc, CUdeviceptr src, CUcontext sc,            \
+                            size_t n CU_ASYNC_##async)                                             \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        return CHECKED(ranges_check(d, src, n, stream_of(CU_STREAM_ARG_##async, ptsz), #name),     \
+                       ao_real.name(d, dc, src, sc, n CU_PASS_##async));                           \
+    }
+COPY_PEER(cuMemcpyPeer, false, 0)
+COPY_PEER(cuMemcpyPeer_ptds, true, 0)
+COPY_PEER(cuMemcpyPeerAsync, false, 1)
+COPY_PEER(cuMemcpyPeerAsync_ptsz, true, 1)
+
+// --- pitched copies and sets ------------------------------------------------------------------
+// The bytes a 2D/3D call touches: rows of width bytes, pitch apart, slices
+// `height of the allocation` rows apart (offload/scan.h, ao_scan_pitched:
+// exact to the granule). An array side is never aoshim's memory.
+static inline bool check_begin(void)
+{
+    if (ao_in_hook || ao_engine_off || !__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE))
+        return false;
+    ao_scan_begin();
+    return true;
+}
+
+// One side of a CUDA_MEMCPY2D/3D: its base by memory type (cuda.h: host
+// pointers for HOST, device pointers for DEVICE and UNIFIED), then the
+// start the header's formula gives.
+static inline void scan_side(CUmemorytype t, const void *host, CUdeviceptr dev, uint64_t x,
+                             uint64_t y, uint64_t z, uint64_t pitch, uint64_t rows, uint64_t w,
+                             uint64_t h, uint64_t d, CUstream s, const char *what)
+{
+    uint64_t base = t == CU_MEMORYTYPE_HOST                                   ? (uintptr_t)host
+                    : t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED ? dev
+                                                                              : 0;
+    if (!base) return;
+    uint64_t slice, zo, yo, start;
+    if (__builtin_mul_overflow(rows, pitch, &slice) || __builtin_mul_overflow(z, slice, &zo) ||
+        __builtin_mul_overflow(y, pitch, &yo) || __builtin_add_overflow(base, zo, &start) ||
+        __builtin_add_overflow(start, yo, &start) || __builtin_add_overflow(start, x, &start)) {
+        ao_scan_span(base, 0, true, s, what); // nonsense geometry: everything from the base on
+        return;
+    }
+    ao_scan_pitched(start, w, h, d, pitch, slice, s, what);
+}
+
+static inline bool copy2d_check(const CUDA_MEMCPY2D *p, CUstream s, const char *what)
+{
+    if (!p || !check_begin()) return false;
+    scan_side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, 0, p->dstPitch,
+              0, p->WidthInBytes, p->Height, 1, s, what);
+    scan_side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, 0, p->srcPitch,
+              0, p->WidthInBytes, p->Height, 1, s, what);
+    return true;
+}
+
+static inline bool copy3d_check(const CUDA_MEMCPY3D *p, CUstream s, const char *what)
+{
+    if (!p || !check_begin()) return false;
+    scan_side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ,
+              p->dstPitch, p->dstHeight, p->WidthInBytes, p->Height, p->Depth, s, what);
+    scan_side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ,
+              p->srcPitch, p->srcHeight, p->WidthInBytes, p->Height, p->Depth, s, what);
+    return true;
+}
+
+#define COPY_PITCHED(name, ptsz, dims, async)                                                      \
+    AO_EXPORT CUresult name(const CUDA_MEMCPY##dims *p CU_ASYNC_##async)                           \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        return CHECKED(copy##dims##_check(p, stream_of(CU_STREAM_ARG_##async, ptsz), #name),       \
+                       ao_real.name(p CU_PASS_##async));                                           \
+    }
+#define copy2D_check copy2d_check
+#define copy3D_check copy3d_check
+COPY_PITCHED(cuMemcpy2D_v2, false, 2D, 0)
+COPY_PITCHED(cuMemcpy2D_v2_ptds, true, 2D, 0)
+COPY_PITCHED(cuMemcpy2DUnaligned_v2, false, 2D, 0)
+COPY_PITCHED(cuMemcpy2DUnaligned_v2_ptds, true, 2D, 0)
+COPY_PITCHED(cuMemcpy2DAsync_v2, false, 2D, 1)
+COPY_PITCHED(cuMemcpy2DAsync_v2_ptsz, true, 2D, 1)
+COPY_PITCHED(cuMemcpy3D_v2, false, 3D, 0)
+COPY_PITCHED(cuMemcpy3D_v2_ptds, true, 3D, 0)
+COPY_PITCHED(cuMemcpy3DAsync_v2, false, 3D, 1)
+COPY_PITCHED(cuMemcpy3DAsync_v2_ptsz, true, 3D, 1)
+
+#define SET2D(name, ptsz, vtype, unit, async)                                                      \
+    AO_EXPORT CUresult name(CUdeviceptr d, size_t pitch, vtype v, size_t w,                        \
+                            size_t h CU_ASYNC_##async)                                             \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        bool c_ = check_begin();                                                                   \
+        if (c_)                                                                                    \
+            ao_scan_pitched(d, w > UINT64_MAX / (unit) ? UINT64_MAX : (uint64_t)w * (unit), h, 1,  \
+                            pitch, 0,                                                              \
+                            stream_of(CU_STREAM_ARG_##async, ptsz), #name);                        \
+        return CHECKED(c_, ao_real.name(d, pitch, v, w, h CU_PASS_##async));                       \
+    }
+SET2D(cuMemsetD2D8_v2, false, unsigned char, 1, 0)
+SET2D(cuMemsetD2D8_v2_ptds, true, unsigned char, 1, 0)
+SET2D(cuMemsetD2D8Async, false, unsigned char, 1, 1)
+SET2D(cuMemsetD2D8Async_ptsz, true, unsigned char, 1, 1)
+SET2D(cuMemsetD2D16_v2, false, unsigned short, 2, 0)
+SET2D(cuMemsetD2D16_v2_ptds, true, unsigned short, 2, 0)
+SET2D(cuMemsetD2D16Async, false, unsigned short, 2, 1)
+SET2D(cuMemsetD2D16Async_ptsz, true, unsigned short, 2, 1)
+SET2D(cuMemsetD2D32_v2, false, unsigned, 4, 0)
+SET2D(cuMemsetD2D32_v2_ptds, true, unsigned, 4, 0)
+SET2D(cuMemsetD2D32Async, false, unsigned, 4, 1)
+SET2D(cuMemsetD2D32Async_ptsz, true, unsigned, 4, 1)
 
 // --- capture: while one runs, what captured work touches stays resident ----------------------
 #define BEGIN_CAPTURE(name)                                                                        \
@@ -243,6 +359,21 @@ void ao_hook_substitute(const char *sym, void **pfn, int ver, cuuint64_t flags)
         W("cuMemsetD32", 3020, cuMemsetD32_v2, cuMemsetD32_v2_ptds),
         W("cuMemsetD8Async", 3020, cuMemsetD8Async, cuMemsetD8Async_ptsz),
         W("cuMemsetD32Async", 3020, cuMemsetD32Async, cuMemsetD32Async_ptsz),
+        W("cuMemsetD16", 3020, cuMemsetD16_v2, cuMemsetD16_v2_ptds),
+        W("cuMemsetD16Async", 3020, cuMemsetD16Async, cuMemsetD16Async_ptsz),
+        W("cuMemsetD2D8", 3020, cuMemsetD2D8_v2, cuMemsetD2D8_v2_ptds),
+        W("cuMemsetD2D16", 3020, cuMemsetD2D16_v2, cuMemsetD2D16_v2_ptds),
+        W("cuMemsetD2D32", 3020, cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds),
+        W("cuMemsetD2D8Async", 3020, cuMemsetD2D8Async, cuMemsetD2D8Async_ptsz),
+        W("cuMemsetD2D16Async", 3020, cuMemsetD2D16Async, cuMemsetD2D16Async_ptsz),
+        W("cuMemsetD2D32Async", 3020, cuMemsetD2D32Async, cuMemsetD2D32Async_ptsz),
+        W("cuMemcpy2D", 3020, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds),
+        W("cuMemcpy2DUnaligned", 3020, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2_ptds),
+        W("cuMemcpy2DAsync", 3020, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz),
+        W("cuMemcpy3D", 3020, cuMemcpy3D_v2, cuMemcpy3D_v2_ptds),
+        W("cuMemcpy3DAsync", 3020, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2_ptsz),
+        W("cuMemcpyPeer", 4000, cuMemcpyPeer, cuMemcpyPeer_ptds),
+        W("cuMemcpyPeerAsync", 4000, cuMemcpyPeerAsync, cuMemcpyPeerAsync_ptsz),
         W("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz),
         W("cuStreamEndCapture", 10000, cuStreamEndCapture, cuStreamEndCapture_ptsz),
     };

@@ -48,6 +48,34 @@
     X(cudaMemset_ptds, cudaError_t, (void *d, int v, size_t n))                                    \
     X(cudaMemsetAsync, cudaError_t, (void *d, int v, size_t n, cudaStream_t st))                   \
     X(cudaMemsetAsync_ptsz, cudaError_t, (void *d, int v, size_t n, cudaStream_t st))              \
+    X(cudaMemcpy2D, cudaError_t,                                                                   \
+      (void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k))   \
+    X(cudaMemcpy2D_ptds, cudaError_t,                                                              \
+      (void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k))   \
+    X(cudaMemcpy2DAsync, cudaError_t,                                                              \
+      (void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k,    \
+       cudaStream_t st))                                                                           \
+    X(cudaMemcpy2DAsync_ptsz, cudaError_t,                                                         \
+      (void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k,    \
+       cudaStream_t st))                                                                           \
+    X(cudaMemcpy3D, cudaError_t, (const struct cudaMemcpy3DParms *p))                              \
+    X(cudaMemcpy3D_ptds, cudaError_t, (const struct cudaMemcpy3DParms *p))                         \
+    X(cudaMemcpy3DAsync, cudaError_t, (const struct cudaMemcpy3DParms *p, cudaStream_t st))        \
+    X(cudaMemcpy3DAsync_ptsz, cudaError_t, (const struct cudaMemcpy3DParms *p, cudaStream_t st))   \
+    X(cudaMemcpyPeer, cudaError_t, (void *d, int dd, const void *s, int sd, size_t n))             \
+    X(cudaMemcpyPeerAsync, cudaError_t,                                                            \
+      (void *d, int dd, const void *s, int sd, size_t n, cudaStream_t st))                         \
+    X(cudaMemset2D, cudaError_t, (void *d, size_t p, int v, size_t w, size_t h))                   \
+    X(cudaMemset2D_ptds, cudaError_t, (void *d, size_t p, int v, size_t w, size_t h))              \
+    X(cudaMemset2DAsync, cudaError_t, (void *d, size_t p, int v, size_t w, size_t h, cudaStream_t st)) \
+    X(cudaMemset2DAsync_ptsz, cudaError_t,                                                         \
+      (void *d, size_t p, int v, size_t w, size_t h, cudaStream_t st))                             \
+    X(cudaMemset3D, cudaError_t, (struct cudaPitchedPtr p, int v, struct cudaExtent e))            \
+    X(cudaMemset3D_ptds, cudaError_t, (struct cudaPitchedPtr p, int v, struct cudaExtent e))       \
+    X(cudaMemset3DAsync, cudaError_t,                                                              \
+      (struct cudaPitchedPtr p, int v, struct cudaExtent e, cudaStream_t st))                      \
+    X(cudaMemset3DAsync_ptsz, cudaError_t,                                                         \
+      (struct cudaPitchedPtr p, int v, struct cudaExtent e, cudaStream_t st))                      \
     X(cudaGetDriverEntryPoint, cudaError_t,                                                        \
       (const char *sym, void **fn, unsigned long long flags,                                       \
        enum cudaDriverEntryPointQueryResult *st))                                                  \
@@ -161,6 +189,36 @@
       (CUdeviceptr d, unsigned v, size_t n, CUstream st))                                          \
     X(cuMemsetD32Async_ptsz, "cuMemsetD32Async", 3020, 2, CUresult,                                \
       (CUdeviceptr d, unsigned v, size_t n, CUstream st))                                          \
+    X(cuMemcpy2D_v2, "cuMemcpy2D", 3020, 1, CUresult, (const CUDA_MEMCPY2D *p)) \
+    X(cuMemcpy2D_v2_ptds, "cuMemcpy2D", 3020, 2, CUresult, (const CUDA_MEMCPY2D *p)) \
+    X(cuMemcpy2DUnaligned_v2, "cuMemcpy2DUnaligned", 3020, 1, CUresult, (const CUDA_MEMCPY2D *p)) \
+    X(cuMemcpy2DUnaligned_v2_ptds, "cuMemcpy2DUnaligned", 3020, 2, CUresult, (const CUDA_MEMCPY2D *p)) \
+    X(cuMemcpy3D_v2, "cuMemcpy3D", 3020, 1, CUresult, (const CUDA_MEMCPY3D *p)) \
+    X(cuMemcpy3D_v2_ptds, "cuMemcpy3D", 3020, 2, CUresult, (const CUDA_MEMCPY3D *p)) \
+    X(cuMemcpy2DAsync_v2, "cuMemcpy2DAsync", 3020, 1, CUresult, (const CUDA_MEMCPY2D *p, CUstream st)) \
+    X(cuMemcpy2DAsync_v2_ptsz, "cuMemcpy2DAsync", 3020, 2, CUresult, (const CUDA_MEMCPY2D *p, CUstream st)) \
+    X(cuMemcpy3DAsync_v2, "cuMemcpy3DAsync", 3020, 1, CUresult, (const CUDA_MEMCPY3D *p, CUstream st)) \
+    X(cuMemcpy3DAsync_v2_ptsz, "cuMemcpy3DAsync", 3020, 2, CUresult, (const CUDA_MEMCPY3D *p, CUstream st)) \
+    X(cuMemcpyPeer, "cuMemcpyPeer", 4000, 1, CUresult, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n)) \
+    X(cuMemcpyPeer_ptds, "cuMemcpyPeer", 4000, 2, CUresult, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n)) \
+    X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", 4000, 1, CUresult, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st)) \
+    X(cuMemcpyPeerAsync_ptsz, "cuMemcpyPeerAsync", 4000, 2, CUresult, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st)) \
+    X(cuMemsetD16_v2, "cuMemsetD16", 3020, 1, CUresult, (CUdeviceptr d, unsigned short v, size_t n)) \
+    X(cuMemsetD16_v2_ptds, "cuMemsetD16", 3020, 2, CUresult, (CUdeviceptr d, unsigned short v, size_t n)) \
+    X(cuMemsetD16Async, "cuMemsetD16Async", 3020, 1, CUresult, (CUdeviceptr d, unsigned short v, size_t n, CUstream st)) \
+    X(cuMemsetD16Async_ptsz, "cuMemsetD16Async", 3020, 2, CUresult, (CUdeviceptr d, unsigned short v, size_t n, CUstream st)) \
+    X(cuMemsetD2D8_v2, "cuMemsetD2D8", 3020, 1, CUresult, (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h)) \
+    X(cuMemsetD2D8_v2_ptds, "cuMemsetD2D8", 3020, 2, CUresult, (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h)) \
+    X(cuMemsetD2D8Async, "cuMemsetD2D8Async", 3020, 1, CUresult, (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream st)) \
+    X(cuMemsetD2D8Async_ptsz, "cuMemsetD2D8Async", 3020, 2, CUresult, (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream st)) \
+    X(cuMemsetD2D16_v2, "cuMemsetD2D16", 3020, 1, CUresult, (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h)) \
+    X(cuMemsetD2D16_v2_ptds, "cuMemsetD2D16", 3020, 2, CUresult, (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h)) \
+    X(cuMemsetD2D16Async, "cuMemsetD2D16Async", 3020, 1, CUresult, (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream st)) \
+    X(cuMemsetD2D16Async_ptsz, "cuMemsetD2D16Async", 3020, 2, CUresult, (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream st)) \
+    X(cuMemsetD2D32_v2, "cuMemsetD2D32", 3020, 1, CUresult, (CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h)) \
+    X(cuMemsetD2D32_v2_ptds, "cuMemsetD2D32", 3020, 2, CUresult, (CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h)) \
+    X(cuMemsetD2D32Async, "cuMemsetD2D32Async", 3020, 1, CUresult, (CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h, CUstream st)) \
+    X(cuMemsetD2D32Async_ptsz, "cuMemsetD2D32Async", 3020, 2, CUresult, (CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h, CUstream st)) \
     X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, 1, CUresult,                         \
       (CUstream s, CUstreamCaptureMode m))                                                         \
     X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, 2, CUresult,                    \

@@ -173,6 +173,159 @@ MEMSET(cudaMemset_ptds, true)
 MEMSET_ASYNC(cudaMemsetAsync, false)
 MEMSET_ASYNC(cudaMemsetAsync_ptsz, true)
 
+// --- pitched and peer copies and sets --------------------------------------------------------
+// The bytes a 2D/3D call touches: rows of width bytes, pitch apart, slices
+// ysize rows apart (offload/scan.h, ao_scan_pitched: exact to the granule).
+static inline bool check_begin(void)
+{
+    if (ao_in_hook || ao_engine_off || !__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE))
+        return false;
+    ao_scan_begin();
+    return true;
+}
+
+static inline bool pitched2d_check(const void *d, size_t dp, const void *src, size_t sp, size_t w,
+                                   size_t h, CUstream s, const char *what)
+{
+    if (!check_begin()) return false;
+    ao_scan_pitched((uint64_t)(uintptr_t)d, w, h, 1, dp, 0, s, what);
+    ao_scan_pitched((uint64_t)(uintptr_t)src, w, h, 1, sp, 0, s, what);
+    return true;
+}
+
+#define MEMCPY2D(name, ptsz)                                                                       \
+    AO_EXPORT cudaError_t name(void *d, size_t dp, const void *src, size_t sp, size_t w, size_t h, \
+                               enum cudaMemcpyKind k)                                              \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        return CHECKED(pitched2d_check(d, dp, src, sp, w, h, stream_of(NULL, ptsz), #name),        \
+                       ao_real.name(d, dp, src, sp, w, h, k));                                     \
+    }
+MEMCPY2D(cudaMemcpy2D, false)
+MEMCPY2D(cudaMemcpy2D_ptds, true)
+
+#define MEMCPY2D_ASYNC(name, ptsz)                                                                 \
+    AO_EXPORT cudaError_t name(void *d, size_t dp, const void *src, size_t sp, size_t w, size_t h, \
+                               enum cudaMemcpyKind k, cudaStream_t s)                              \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        return CHECKED(pitched2d_check(d, dp, src, sp, w, h, stream_of(s, ptsz), #name),           \
+                       ao_real.name(d, dp, src, sp, w, h, k, s));                                  \
+    }
+MEMCPY2D_ASYNC(cudaMemcpy2DAsync, false)
+MEMCPY2D_ASYNC(cudaMemcpy2DAsync_ptsz, true)
+
+// One side of a cudaMemcpy3DParms: linear memory only (an array's memory is
+// never aoshim's); the extent's width is in bytes then.
+static inline void scan3d_side(cudaArray_t a, struct cudaPitchedPtr ptr, struct cudaPos pos,
+                               struct cudaExtent e, CUstream s, const char *what)
+{
+    if (a || !ptr.ptr) return;
+    uint64_t base = (uint64_t)(uintptr_t)ptr.ptr, slice, zo, yo, start;
+    if (__builtin_mul_overflow((uint64_t)ptr.ysize, (uint64_t)ptr.pitch, &slice) ||
+        __builtin_mul_overflow((uint64_t)pos.z, slice, &zo) ||
+        __builtin_mul_overflow((uint64_t)pos.y, (uint64_t)ptr.pitch, &yo) ||
+        __builtin_add_overflow(base, zo, &start) || __builtin_add_overflow(start, yo, &start) ||
+        __builtin_add_overflow(start, (uint64_t)pos.x, &start)) {
+        ao_scan_span(base, 0, true, s, what); // nonsense geometry: everything from the base on
+        return;
+    }
+    ao_scan_pitched(start, e.width, e.height, e.depth, ptr.pitch, slice, s, what);
+}
+
+static inline bool memcpy3d_check(const struct cudaMemcpy3DParms *p, CUstream s, const char *what)
+{
+    if (!p || !check_begin()) return false;
+    scan3d_side(p->dstArray, p->dstPtr, p->dstPos, p->extent, s, what);
+    scan3d_side(p->srcArray, p->srcPtr, p->srcPos, p->extent, s, what);
+    return true;
+}
+
+#define MEMCPY3D(name, ptsz)                                                                       \
+    AO_EXPORT cudaError_t name(const struct cudaMemcpy3DParms *p)                                  \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        return CHECKED(memcpy3d_check(p, stream_of(NULL, ptsz), #name), ao_real.name(p));          \
+    }
+MEMCPY3D(cudaMemcpy3D, false)
+MEMCPY3D(cudaMemcpy3D_ptds, true)
+
+#define MEMCPY3D_ASYNC(name, ptsz)                                                                 \
+    AO_EXPORT cudaError_t name(const struct cudaMemcpy3DParms *p, cudaStream_t s)                  \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        return CHECKED(memcpy3d_check(p, stream_of(s, ptsz), #name), ao_real.name(p, s));          \
+    }
+MEMCPY3D_ASYNC(cudaMemcpy3DAsync, false)
+MEMCPY3D_ASYNC(cudaMemcpy3DAsync_ptsz, true)
+
+// The runtime has no per-thread twins of the peer copies.
+AO_EXPORT cudaError_t cudaMemcpyPeer(void *d, int dd, const void *src, int sd, size_t n)
+{
+    NEED(cudaMemcpyPeer);
+    return CHECKED(ranges_check(d, src, n, stream_of(NULL, false), "cudaMemcpyPeer"),
+                   ao_real.cudaMemcpyPeer(d, dd, src, sd, n));
+}
+
+AO_EXPORT cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *src, int sd, size_t n,
+                                          cudaStream_t s)
+{
+    NEED(cudaMemcpyPeerAsync);
+    return CHECKED(ranges_check(d, src, n, stream_of(s, false), "cudaMemcpyPeerAsync"),
+                   ao_real.cudaMemcpyPeerAsync(d, dd, src, sd, n, s));
+}
+
+static inline bool memset3d_check(struct cudaPitchedPtr p, struct cudaExtent e, CUstream s,
+                                  const char *what)
+{
+    if (!check_begin()) return false;
+    uint64_t slice;
+    if (__builtin_mul_overflow((uint64_t)p.ysize, (uint64_t)p.pitch, &slice)) slice = UINT64_MAX;
+    ao_scan_pitched((uint64_t)(uintptr_t)p.ptr, e.width, e.height, e.depth, p.pitch, slice, s,
+                    what);
+    return true;
+}
+
+#define MEMSET2D(name, ptsz)                                                                       \
+    AO_EXPORT cudaError_t name(void *d, size_t p, int v, size_t w, size_t h)                       \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        return CHECKED(pitched2d_check(d, p, NULL, 0, w, h, stream_of(NULL, ptsz), #name),         \
+                       ao_real.name(d, p, v, w, h));                                               \
+    }
+MEMSET2D(cudaMemset2D, false)
+MEMSET2D(cudaMemset2D_ptds, true)
+
+#define MEMSET2D_ASYNC(name, ptsz)                                                                 \
+    AO_EXPORT cudaError_t name(void *d, size_t p, int v, size_t w, size_t h, cudaStream_t s)       \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        return CHECKED(pitched2d_check(d, p, NULL, 0, w, h, stream_of(s, ptsz), #name),            \
+                       ao_real.name(d, p, v, w, h, s));                                            \
+    }
+MEMSET2D_ASYNC(cudaMemset2DAsync, false)
+MEMSET2D_ASYNC(cudaMemset2DAsync_ptsz, true)
+
+#define MEMSET3D(name, ptsz)                                                                       \
+    AO_EXPORT cudaError_t name(struct cudaPitchedPtr p, int v, struct cudaExtent e)                \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        return CHECKED(memset3d_check(p, e, stream_of(NULL, ptsz), #name), ao_real.name(p, v, e)); \
+    }
+MEMSET3D(cudaMemset3D, false)
+MEMSET3D(cudaMemset3D_ptds, true)
+
+#define MEMSET3D_ASYNC(name, ptsz)                                                                 \
+    AO_EXPORT cudaError_t name(struct cudaPitchedPtr p, int v, struct cudaExtent e,                \
+                               cudaStream_t s)                                                     \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        return CHECKED(memset3d_check(p, e, stream_of(s, ptsz), #name),                            \
+                       ao_real.name(p, v, e, s));                                                  \
+    }
+MEMSET3D_ASYNC(cudaMemset3DAsync, false)
+MEMSET3D_ASYNC(cudaMemset3DAsync_ptsz, true)
+
 AO_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
     NEED(cudaStreamDestroy);

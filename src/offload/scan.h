@@ -189,4 +189,66 @@ again:;
         }
 }
 
+// [p, p + n), with n cut at the end of the address space: a range whose size
+// overflowed is scanned to the end (a superset; the call will fail anyway).
+static inline void ao_scan_span(uint64_t p, uint64_t n, bool overflow, CUstream s,
+                                const char *what)
+{
+    if (overflow || n > UINT64_MAX - p) n = UINT64_MAX - p;
+    ao_scan_range(p, n, s, what);
+}
+
+// A pitched range: `height` rows of `width` bytes, `pitch` bytes apart, and
+// `depth` such slices `slice` bytes apart (2D: depth 1). The scan's unit is
+// the granule, so it is exact at that unit: where the gaps between rows (or
+// slices) are shorter than a granule, no granule lies wholly in a gap, and
+// one scan from the first byte to the last checks exactly the granules the
+// rows touch. Wider gaps are stepped over row by row (slice by slice), so a
+// pitched view into a huge allocation does not reload the chunks between
+// its rows. Invalid geometry (pitch < width, overflow) is scanned as the
+// superset from the first byte on; the real call then refuses it.
+static inline void ao_scan_rows(uint64_t p, uint64_t width, uint64_t height, uint64_t pitch,
+                                CUstream s, const char *what)
+{
+    if (!width || !height) return;
+    if (height == 1 || pitch < width + ao_vmm.granule) {
+        uint64_t n;
+        bool o = __builtin_mul_overflow(height - 1, pitch, &n) || __builtin_add_overflow(n, width, &n);
+        ao_scan_span(p, n, o, s, what);
+        return;
+    }
+    const uint64_t hi = ao_vmm.base + ao_vmm.size;
+    for (uint64_t i = 0; i < height && p < hi; i++) {
+        ao_scan_span(p, width, false, s, what);
+        if (__builtin_add_overflow(p, pitch, &p)) break;
+    }
+}
+
+static inline void ao_scan_pitched(uint64_t p, uint64_t width, uint64_t height, uint64_t depth,
+                                   uint64_t pitch, uint64_t slice, CUstream s, const char *what)
+{
+    if (!width || !height || !depth) return;
+    if (height == 1) pitch = width; // one row: the pitch is unused
+    uint64_t plane; // a slice's first byte to its last + 1
+    if (__builtin_mul_overflow(height - 1, pitch, &plane) ||
+        __builtin_add_overflow(plane, width, &plane)) {
+        ao_scan_span(p, 0, true, s, what);
+        return;
+    }
+    if (depth == 1) {
+        ao_scan_rows(p, width, height, pitch, s, what);
+        return;
+    }
+    if (pitch < width + ao_vmm.granule && slice < plane + ao_vmm.granule) {
+        // No granule in a gap: the slices as rows of `plane` bytes, one span.
+        ao_scan_rows(p, plane, depth, slice, s, what);
+        return;
+    }
+    const uint64_t hi = ao_vmm.base + ao_vmm.size;
+    for (uint64_t k = 0; k < depth && p < hi; k++) {
+        ao_scan_rows(p, width, height, pitch, s, what);
+        if (__builtin_add_overflow(p, slice, &p)) break;
+    }
+}
+
 #endif // AO_SCAN_H

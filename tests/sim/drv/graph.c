@@ -204,6 +204,10 @@ static void replay_memset(sim_stream_t *s, const sim_node_t *n)
     if (!sim_cfg.nodata) {
         if (n->elem == 1) {
             memset((void *)(uintptr_t)n->dst, (int)(n->value & 0xff), bytes);
+        } else if (n->elem == 2) { // cuMemsetD16 and D2D16 rows (pitched.c)
+            uint16_t *p = (uint16_t *)(uintptr_t)n->dst;
+            for (uint64_t i = 0; i < n->bytes; i++)
+                p[i] = (uint16_t)n->value;
         } else {
             uint32_t *p = (uint32_t *)(uintptr_t)n->dst;
             for (uint64_t i = 0; i < n->bytes; i++)

@@ -17,7 +17,8 @@
 //        hb.c (happens-before checker), exec.c (launch, copies, memset,
 //        kernel registry, param info), proc.c (cuGetProcAddress table),
 //        graph.c (instantiate, launch = replay of captured nodes, destroy),
-//        fail.c (SIM_FAIL fault injection).
+//        fail.c (SIM_FAIL fault injection), pitched.c (2D/3D and peer
+//        copies, 16-bit and 2D sets).
 #ifndef SIM_INTERNAL_H
 #define SIM_INTERNAL_H
 
@@ -353,7 +354,7 @@ typedef struct sim_node_s {
     void *argbuf;         // kernel: packed copy of the params, func->param_bytes
     uint64_t dst, src, bytes; // memcpy / memset (bytes = element count for memset)
     int engine;           // memcpy: SIM_ENG_*
-    unsigned value, elem; // memset value and element size (1 or 4)
+    unsigned value, elem; // memset value and element size (1, 2 or 4)
     CUevent event;        // event record / wait
     uint32_t stream_id;
 } sim_node_t;

@@ -50,6 +50,8 @@
     X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD)                              \
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync)               \
     X(cuMemsetD8) X(cuMemsetD8Async)                                             \
+    X(cuMemcpy2D) X(cuMemcpy2DAsync) X(cuMemcpy3D) X(cuMemcpy3DAsync)            \
+    X(cuMemcpyPeer) X(cuMemcpyPeerAsync) X(cuMemsetD2D8) X(cuMemsetD2D8Async)    \
     X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy)           \
     X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamWaitEvent)                 \
     X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing)         \
@@ -67,6 +69,10 @@
     P(cuMemcpyDtoHAsync_ptsz, cuMemcpyDtoHAsync)                                 \
     P(cuMemcpyDtoDAsync_ptsz, cuMemcpyDtoDAsync)                                 \
     P(cuMemsetD8_ptds, cuMemsetD8) P(cuMemsetD8Async_ptsz, cuMemsetD8Async)      \
+    P(cuMemcpy2D_ptds, cuMemcpy2D) P(cuMemcpy2DAsync_ptsz, cuMemcpy2DAsync)      \
+    P(cuMemcpy3D_ptds, cuMemcpy3D) P(cuMemcpy3DAsync_ptsz, cuMemcpy3DAsync)      \
+    P(cuMemsetD2D8_ptds, cuMemsetD2D8)                                           \
+    P(cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async)                                 \
     P(cuStreamSynchronize_ptsz, cuStreamSynchronize)                             \
     P(cuStreamQuery_ptsz, cuStreamQuery)                                         \
     P(cuStreamWaitEvent_ptsz, cuStreamWaitEvent)                                 \
