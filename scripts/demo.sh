@@ -36,9 +36,13 @@ set -e
 echo "$small"
 
 echo
-echo "== 3. device limited to $capacity, with aoshim (LD_PRELOAD=$shim AOSHIM_OFFLOAD_LAYERS=6) =="
+# aoshim plans the layers itself (AOSHIM_OFFLOAD_LAYERS=auto): the first
+# step measures, and from then on only what keeps the device under the
+# budget moves.
+budget=700M
+echo "== 3. device limited to $capacity, with aoshim (LD_PRELOAD=$shim AOSHIM_OFFLOAD_LAYERS=auto AOSHIM_BUDGET=$budget) =="
 set +e
-out=$(LD_PRELOAD="$PWD/$shim" AOSHIM_OFFLOAD_LAYERS=6 "$bin" "${model[@]}" --capacity "$capacity" 2>&1)
+out=$(LD_PRELOAD="$PWD/$shim" AOSHIM_OFFLOAD_LAYERS=auto AOSHIM_BUDGET="$budget" "$bin" "${model[@]}" --capacity "$capacity" 2>&1)
 rc=$?
 set -e
 grep '^aoshim:' <<<"$out" || true
@@ -51,6 +55,7 @@ if [ "$rc" -eq 0 ] && [ "$(field checksum "$with")" = "$(field checksum "$ref")"
         -v s0="$(field step_ns "$ref")" -v s1="$(field step_ns "$with")" 'BEGIN {
         printf "demo: same checksum; peak device memory %.0f MiB -> %.0f MiB (%.2fx less); ", p0/1048576, p1/1048576, p0/p1
         printf "last step %.2f ms -> %.2f ms (%.2fx) on a 50 GB/s link\n", s0/1e6, s1/1e6, s1/s0 }'
+    sed -n 's/^aoshim: offload plan *\(.*\)/demo: aoshim'"'"'s plan: \1/p' <<<"$out"
 else
     echo "demo: FAILED: with aoshim the run did not reproduce the reference (exit $rc)" >&2
     exit 1
