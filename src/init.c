@@ -111,6 +111,7 @@ __attribute__((destructor)) static void ao_fini(void)
     // A forked child never writes its parent's report; a process that never
     // used CUDA (a launcher, a compiler) writes nothing.
     if (forked_child || !ao_cuda_touched) return;
+    ao_engine_flush();
     ao_report_all(!ao_config.quiet);
     // After the report, which describes the run and not its clean-up.
     ao_engine_shutdown();
@@ -124,6 +125,7 @@ AOSHIM_API const char *aoshim_version(void)
 AOSHIM_API int aoshim_report_now(void)
 {
     if (forked_child) return AOSHIM_ESTATE;
+    ao_engine_flush();
     ao_report_all(!ao_config.quiet); // AOSHIM_QUIET silences every summary; files still written
     return 0;
 }

@@ -1223,7 +1223,10 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
     uint64_t bytes = 0;
     unsigned buffers = 0;
     CUevent t0 = NULL;
+    // Map every chunk first: a map may wait on the host for a release, and
+    // that wait must not fall inside the copies' timed interval.
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+        c->prepared = false;
         if (c->state == AO_OFFLOADING) { // not released yet: the device copy is intact
             cancel_chunk(c);
             continue;
@@ -1244,16 +1247,24 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
             rc = AOSHIM_ESTATE;
             continue;
         }
+        c->prepared = true;
+    }
+    for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+        if (!c->prepared) continue;
+        c->prepared = false;
         if (!t0) {
             // The copy back reads host slots the copy out wrote, and writes
             // memory the last uses before the release read: ordered on the
-            // GPU too, whichever host thread saw those complete.
+            // GPU too, whichever host thread saw those complete. Every wait
+            // comes before the timing event, so the time is the copies'.
             gpu_wait(E.h2d, s->ev_copied);
             gpu_wait(E.h2d, s->ev_release);
+            for (ao_chunk_t *w = c; w; w = w->next)
+                if (w->prepared || w == c)
+                    for (int i = 0; i < w->nfree_ev; i++)
+                        gpu_wait(E.h2d, w->free_ev[i]);
             t0 = record(E.h2d, true);
         }
-        for (int i = 0; i < c->nfree_ev; i++)
-            gpu_wait(E.h2d, c->free_ev[i]);
         uint64_t cbytes = 0;
         unsigned cbuffers = 0;
         CUresult cr = CUDA_SUCCESS;
@@ -2061,6 +2072,21 @@ static CUresult release_all(const char **what)
     ao_real.cuStreamDestroy_v2(E.h2d);
     E.d2h = E.h2d = NULL;
     return first;
+}
+
+void ao_engine_flush(void)
+{
+    if (!__atomic_load_n(&E.ready, __ATOMIC_ACQUIRE)) return;
+    bool locked = false;
+    for (int i = 0; i < 200 && !(locked = pthread_mutex_trylock(&E.mu) == 0); i++)
+        usleep(500);
+    if (!locked) return; // the report goes without the last intervals rather than hang
+    if (E.ready) {
+        for (int i = 0; i < E.ntimed; i++)
+            if (E.timed[i].ev1) ao_real.cuEventSynchronize(E.timed[i].ev1);
+        poll_locked();
+    }
+    pthread_mutex_unlock(&E.mu);
 }
 
 void ao_engine_shutdown(void)

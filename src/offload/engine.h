@@ -84,6 +84,10 @@ CUstream ao_engine_safe_stream(const void *chunk);
 // in pinned host memory, when the driver is still there; never hangs. From
 // then on everything passes through.
 void ao_engine_shutdown(void);
+// Before a report: wait for the GPU intervals (copies, waits) not yet read,
+// so that the report's copy times hold every copy issued. Never blocks for
+// long on aoshim's own lock.
+void ao_engine_flush(void);
 
 // Set in a forked child and under AOSHIM_ENABLE=0: everything passes through.
 extern bool ao_engine_off;

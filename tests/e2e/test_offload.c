@@ -236,6 +236,38 @@ Test(e2e, percent_saves_like_count, .timeout = 60)
     e2e_free(&pct);
 }
 
+// The summary's copy times are the GPU's: every copy issued is read back
+// before the report (the last reloads were left out), and the waits before a
+// reload are not part of its time (a map waiting for a release fell inside
+// it). Checked against the simulator's busy time of each copy engine.
+static double copy_ms(const e2e_result_t *r, const char *label)
+{
+    const char *row = e2e_summary(r->err, label);
+    cr_assert(row, "no '%s' row:\n%s", label, r->err);
+    const char *in = strstr(row, " in ");
+    cr_assert(in, "%.80s", row);
+    return strtod(in + 4, NULL);
+}
+
+Test(e2e, copy_times_are_the_gpus, .timeout = 60)
+{
+    e2e_result_t with;
+    e2e_train(
+        &with, true, ENV("SIM_QUIET=0"),
+        "--layers 12 --hidden 768 --seq 1024 --batch 8 --heads 12 --fused --nodata --steps 1");
+    expect_ok("all", &with);
+    uint64_t d2h = 0, h2d = 0;
+    cr_assert(e2e_kv(with.err, "simgpu: ", "busy_d2h_ns", &d2h) && d2h > 0);
+    cr_assert(e2e_kv(with.err, "simgpu: ", "busy_h2d_ns", &h2d) && h2d > 0);
+    double out = copy_ms(&with, "offload copies (D2H)"),
+           back = copy_ms(&with, "reload copies (H2D)");
+    cr_log_info("copy times: D2H %.3f ms (simulator %.3f), H2D %.3f ms (simulator %.3f)", out,
+                (double)d2h / 1e6, back, (double)h2d / 1e6);
+    cr_expect_leq(fabs(out - (double)d2h / 1e6), 0.002 * (double)d2h / 1e6 + 0.002);
+    cr_expect_leq(fabs(back - (double)h2d / 1e6), 0.002 * (double)h2d / 1e6 + 0.002);
+    e2e_free(&with);
+}
+
 // --- AOSHIM_OFFLOAD_LAYERS=auto: planned from a measured step ------------------------------
 // Four steps of the memory model: the first measures, the others follow the
 // plan made at its end. step_ns is train_step's last step.
