@@ -296,16 +296,97 @@ SET2D(cuMemsetD2D32Async_ptsz, true, unsigned, 4, 1)
 BEGIN_CAPTURE(cuStreamBeginCapture_v2)
 BEGIN_CAPTURE(cuStreamBeginCapture_v2_ptsz)
 
-#define END_CAPTURE(name)                                                                          \
+// The capture's id is asked for before it ends; the graph it produced, if
+// any, then holds the pins of what the captured work touched (engine.h).
+#define END_CAPTURE(name, ptsz)                                                                    \
     AO_EXPORT CUresult name(CUstream s, CUgraph *g)                                                \
     {                                                                                              \
         NEED(name);                                                                                \
+        bool outer = !ao_in_hook;                                                                  \
+        uint64_t id = outer ? ao_engine_capture_id(stream_of(s, ptsz)) : 0;                        \
         CUresult r = AO_REAL_CALL(ao_real.name(s, g));                                             \
-        if (!ao_in_hook) ao_capture_ended();                                                       \
+        if (outer &&                                                                               \
+            ao_engine_capture_end(id, r == CUDA_SUCCESS && g ? *g : NULL, stream_of(s, ptsz)))     \
+            ao_capture_ended();                                                                    \
         return r;                                                                                  \
     }
-END_CAPTURE(cuStreamEndCapture)
-END_CAPTURE(cuStreamEndCapture_ptsz)
+END_CAPTURE(cuStreamEndCapture, false)
+END_CAPTURE(cuStreamEndCapture_ptsz, true)
+
+// --- graphs: who can still replay captured work -------------------------------------------
+// Each instantiation holds the pins of its graph until it is destroyed.
+#define INSTANTIATE(name, params, args)                                                            \
+    AO_EXPORT CUresult name params                                                                 \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        bool outer = !ao_in_hook;                                                                  \
+        CUresult r = AO_REAL_CALL(ao_real.name args);                                              \
+        if (r == CUDA_SUCCESS && outer && x) ao_engine_graph_instantiated(g, *x);                  \
+        return r;                                                                                  \
+    }
+INSTANTIATE(cuGraphInstantiateWithFlags, (CUgraphExec * x, CUgraph g, unsigned long long fl),
+            (x, g, fl))
+INSTANTIATE(cuGraphInstantiateWithParams,
+            (CUgraphExec * x, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p), (x, g, p))
+INSTANTIATE(cuGraphInstantiateWithParams_ptsz,
+            (CUgraphExec * x, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p), (x, g, p))
+// The exported CUDA 10.0 and 11.0 ABIs, which programs built with older
+// headers still call: an instantiation aoshim missed would let the pins go
+// while it can still replay.
+#undef cuGraphInstantiate
+INSTANTIATE(cuGraphInstantiate_v2,
+            (CUgraphExec * x, CUgraph g, CUgraphNode *err, char *log, size_t n),
+            (x, g, err, log, n))
+AO_EXPORT CUresult cuGraphInstantiate(CUgraphExec *x, CUgraph g, CUgraphNode *err, char *log,
+                                      size_t n)
+{
+    NEED(cuGraphInstantiate_v1);
+    bool outer = !ao_in_hook;
+    CUresult r = AO_REAL_CALL(ao_real.cuGraphInstantiate_v1(x, g, err, log, n));
+    if (r == CUDA_SUCCESS && outer && x) ao_engine_graph_instantiated(g, *x);
+    return r;
+}
+
+AO_EXPORT CUresult cuGraphExecDestroy(CUgraphExec x)
+{
+    NEED(cuGraphExecDestroy);
+    bool outer = !ao_in_hook;
+    CUresult r = AO_REAL_CALL(ao_real.cuGraphExecDestroy(x));
+    if (r == CUDA_SUCCESS && outer) ao_engine_graph_exec_destroyed(x);
+    return r;
+}
+
+AO_EXPORT CUresult cuGraphDestroy(CUgraph g)
+{
+    NEED(cuGraphDestroy);
+    bool outer = !ao_in_hook;
+    CUresult r = AO_REAL_CALL(ao_real.cuGraphDestroy(g));
+    if (r == CUDA_SUCCESS && outer) ao_engine_graph_destroyed(g);
+    return r;
+}
+
+// A clone replays the same work: it holds the same pins.
+AO_EXPORT CUresult cuGraphClone(CUgraph *clone, CUgraph g)
+{
+    NEED(cuGraphClone);
+    bool outer = !ao_in_hook;
+    CUresult r = AO_REAL_CALL(ao_real.cuGraphClone(clone, g));
+    if (r == CUDA_SUCCESS && outer && clone) ao_engine_graph_cloned(g, *clone);
+    return r;
+}
+
+// A launch's stream is one aoshim must know: once the graph is gone, its
+// chunks' release waits for a point on every known stream, which must come
+// after the launches still in flight.
+#define GRAPH_LAUNCH(name, ptsz)                                                                   \
+    AO_EXPORT CUresult name(CUgraphExec x, CUstream s)                                             \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        if (!ao_in_hook && !ao_engine_off) ao_engine_note_stream(stream_of(s, ptsz));              \
+        return AO_REAL_CALL(ao_real.name(x, s));                                                   \
+    }
+GRAPH_LAUNCH(cuGraphLaunch, false)
+GRAPH_LAUNCH(cuGraphLaunch_ptsz, true)
 
 // --- cuGetProcAddress -------------------------------------------------------------------
 // The real function answers first, with the caller's own version and flags;
@@ -376,6 +457,18 @@ void ao_hook_substitute(const char *sym, void **pfn, int ver, cuuint64_t flags)
         W("cuMemcpyPeerAsync", 4000, cuMemcpyPeerAsync, cuMemcpyPeerAsync_ptsz),
         W("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz),
         W("cuStreamEndCapture", 10000, cuStreamEndCapture, cuStreamEndCapture_ptsz),
+        // Newest ABI first: an older version asks for the next entry.
+        W("cuGraphInstantiate", 12000, cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags),
+        W("cuGraphInstantiate", 11000, cuGraphInstantiate_v2, cuGraphInstantiate_v2),
+        W("cuGraphInstantiate", 10000, cuGraphInstantiate, cuGraphInstantiate),
+        W("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags,
+          cuGraphInstantiateWithFlags),
+        W("cuGraphInstantiateWithParams", 12000, cuGraphInstantiateWithParams,
+          cuGraphInstantiateWithParams_ptsz),
+        W("cuGraphExecDestroy", 10000, cuGraphExecDestroy, cuGraphExecDestroy),
+        W("cuGraphDestroy", 10000, cuGraphDestroy, cuGraphDestroy),
+        W("cuGraphClone", 10000, cuGraphClone, cuGraphClone),
+        W("cuGraphLaunch", 10000, cuGraphLaunch, cuGraphLaunch_ptsz),
     };
 #undef W
     if (!sym || strncmp(sym, "cu", 2) != 0) return;
@@ -389,7 +482,7 @@ void ao_hook_substitute(const char *sym, void **pfn, int ver, cuuint64_t flags)
     }
     for (size_t i = 0; i < sizeof wraps / sizeof *wraps; i++) {
         if (strcmp(sym, wraps[i].name) != 0) continue;
-        if (ver < wraps[i].min_version) return;
+        if (ver < wraps[i].min_version) continue;
         *pfn =
             flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ? wraps[i].ptsz : wraps[i].legacy;
         return;

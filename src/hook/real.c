@@ -120,6 +120,12 @@ static void driver_init(void)
     void *v1 = NULL;
     if (gpa("cuGetProcAddress", &v1, 11030, 0, NULL) == CUDA_SUCCESS && v1)
         ao_real.cuGetProcAddress_v1 = (CUresult(*)(const char *, void **, int, cuuint64_t))v1;
+    void *gi = NULL;
+    if (gpa("cuGraphInstantiate", &gi, 10000, 0, NULL) == CUDA_SUCCESS && gi)
+        ao_real.cuGraphInstantiate_v1 = (__typeof__(ao_real.cuGraphInstantiate_v1))gi;
+    gi = NULL;
+    if (gpa("cuGraphInstantiate", &gi, 11000, 0, NULL) == CUDA_SUCCESS && gi)
+        ao_real.cuGraphInstantiate_v2 = (__typeof__(ao_real.cuGraphInstantiate_v2))gi;
     void *sync = NULL;
     if (gpa("cuCtxSynchronize", &sync, 2000, 0, NULL) == CUDA_SUCCESS && sync)
         ao_real.cuCtxSynchronize = (CUresult(*)(void))sync;

@@ -44,6 +44,19 @@
     X(cudaStreamBeginCapture_ptsz, cudaError_t, (cudaStream_t s, enum cudaStreamCaptureMode m))    \
     X(cudaStreamEndCapture, cudaError_t, (cudaStream_t s, cudaGraph_t * g))                        \
     X(cudaStreamEndCapture_ptsz, cudaError_t, (cudaStream_t s, cudaGraph_t * g))                   \
+    X(cudaGraphInstantiate, cudaError_t,                                                           \
+      (cudaGraphExec_t * x, cudaGraph_t g, unsigned long long fl))                                 \
+    X(cudaGraphInstantiateWithFlags, cudaError_t,                                                  \
+      (cudaGraphExec_t * x, cudaGraph_t g, unsigned long long fl))                                 \
+    X(cudaGraphInstantiateWithParams, cudaError_t,                                                 \
+      (cudaGraphExec_t * x, cudaGraph_t g, cudaGraphInstantiateParams * p))                        \
+    X(cudaGraphInstantiateWithParams_ptsz, cudaError_t,                                            \
+      (cudaGraphExec_t * x, cudaGraph_t g, cudaGraphInstantiateParams * p))                        \
+    X(cudaGraphExecDestroy, cudaError_t, (cudaGraphExec_t x))                                      \
+    X(cudaGraphDestroy, cudaError_t, (cudaGraph_t g))                                              \
+    X(cudaGraphClone, cudaError_t, (cudaGraph_t * clone, cudaGraph_t g))                           \
+    X(cudaGraphLaunch, cudaError_t, (cudaGraphExec_t x, cudaStream_t s))                           \
+    X(cudaGraphLaunch_ptsz, cudaError_t, (cudaGraphExec_t x, cudaStream_t s))                      \
     X(cudaMemset, cudaError_t, (void *d, int v, size_t n))                                         \
     X(cudaMemset_ptds, cudaError_t, (void *d, int v, size_t n))                                    \
     X(cudaMemsetAsync, cudaError_t, (void *d, int v, size_t n, cudaStream_t st))                   \
@@ -226,6 +239,20 @@
     X(cuStreamEndCapture, "cuStreamEndCapture", 10000, 1, CUresult, (CUstream s, CUgraph * g))     \
     X(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, 2, CUresult,                           \
       (CUstream s, CUgraph * g))                                                                   \
+    X(cuStreamGetCaptureInfo_v3, "cuStreamGetCaptureInfo", 12030, 1, CUresult,                     \
+      (CUstream s, CUstreamCaptureStatus * st, cuuint64_t * id, CUgraph * g,                       \
+       const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n))                        \
+    X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040, 0, CUresult,              \
+      (CUgraphExec * x, CUgraph g, unsigned long long fl))                                         \
+    X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000, 1, CUresult,            \
+      (CUgraphExec * x, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS * p))                             \
+    X(cuGraphInstantiateWithParams_ptsz, "cuGraphInstantiateWithParams", 12000, 2, CUresult,       \
+      (CUgraphExec * x, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS * p))                             \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000, 0, CUresult, (CUgraphExec x))               \
+    X(cuGraphDestroy, "cuGraphDestroy", 10000, 0, CUresult, (CUgraph g))                           \
+    X(cuGraphClone, "cuGraphClone", 10000, 0, CUresult, (CUgraph * clone, CUgraph g))              \
+    X(cuGraphLaunch, "cuGraphLaunch", 10000, 1, CUresult, (CUgraphExec x, CUstream s))             \
+    X(cuGraphLaunch_ptsz, "cuGraphLaunch", 10000, 2, CUresult, (CUgraphExec x, CUstream s))        \
     X(cuFuncGetParamInfo, "cuFuncGetParamInfo", 12040, 0, CUresult,                                \
       (CUfunction f, size_t i, size_t * off, size_t * size))                                       \
     X(cuKernelGetParamInfo, "cuKernelGetParamInfo", 12040, 0, CUresult,                            \
@@ -253,6 +280,13 @@ typedef struct ao_real_s {
 #undef X
     // The 4-argument cuGetProcAddress of CUDA 11.3, for callers that ask for it.
     CUresult (*cuGetProcAddress_v1)(const char *s, void **p, int v, cuuint64_t f);
+    // The CUDA 10.0 and 11.0 ABIs of cuGraphInstantiate (error node and log
+    // buffer; from CUDA 12 the name is cuGraphInstantiateWithFlags): asked
+    // for by version, NULL where the driver has none.
+    CUresult (*cuGraphInstantiate_v1)(CUgraphExec *x, CUgraph g, CUgraphNode *err, char *log,
+                                      size_t n);
+    CUresult (*cuGraphInstantiate_v2)(CUgraphExec *x, CUgraph g, CUgraphNode *err, char *log,
+                                      size_t n);
     // The argument-less cuCtxSynchronize (at CUDA_VERSION 13000 the name is
     // cuCtxSynchronize_v2, which takes a context): asked for by version.
     CUresult (*cuCtxSynchronize)(void);

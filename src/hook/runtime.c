@@ -345,16 +345,79 @@ AO_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
 BEGIN_CAPTURE(cudaStreamBeginCapture)
 BEGIN_CAPTURE(cudaStreamBeginCapture_ptsz)
 
-#define END_CAPTURE(name)                                                                          \
+// The capture's id is asked for before it ends; the graph it produced, if
+// any, then holds the pins of what the captured work touched (engine.h).
+#define END_CAPTURE(name, ptsz)                                                                    \
     AO_EXPORT cudaError_t name(cudaStream_t s, cudaGraph_t *g)                                     \
     {                                                                                              \
         NEED(name);                                                                                \
+        bool outer = !ao_in_hook;                                                                  \
+        uint64_t id = outer ? ao_engine_capture_id(stream_of(s, ptsz)) : 0;                        \
         cudaError_t r = AO_REAL_CALL(ao_real.name(s, g));                                          \
-        if (!ao_in_hook) ao_capture_ended();                                                       \
+        if (outer && ao_engine_capture_end(id, r == cudaSuccess && g ? (CUgraph)*g : NULL,         \
+                                           stream_of(s, ptsz)))                                    \
+            ao_capture_ended();                                                                    \
         return r;                                                                                  \
     }
-END_CAPTURE(cudaStreamEndCapture)
-END_CAPTURE(cudaStreamEndCapture_ptsz)
+END_CAPTURE(cudaStreamEndCapture, false)
+END_CAPTURE(cudaStreamEndCapture_ptsz, true)
+
+// --- graphs: who can still replay captured work (driver.c says why) -----------------------
+#define INSTANTIATE(name, params, args)                                                            \
+    AO_EXPORT cudaError_t name params                                                              \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        bool outer = !ao_in_hook;                                                                  \
+        cudaError_t r = AO_REAL_CALL(ao_real.name args);                                           \
+        if (r == cudaSuccess && outer && x)                                                        \
+            ao_engine_graph_instantiated((CUgraph)g, (CUgraphExec)*x);                             \
+        return r;                                                                                  \
+    }
+INSTANTIATE(cudaGraphInstantiate, (cudaGraphExec_t * x, cudaGraph_t g, unsigned long long fl),
+            (x, g, fl))
+INSTANTIATE(cudaGraphInstantiateWithFlags,
+            (cudaGraphExec_t * x, cudaGraph_t g, unsigned long long fl), (x, g, fl))
+INSTANTIATE(cudaGraphInstantiateWithParams,
+            (cudaGraphExec_t * x, cudaGraph_t g, cudaGraphInstantiateParams *p), (x, g, p))
+INSTANTIATE(cudaGraphInstantiateWithParams_ptsz,
+            (cudaGraphExec_t * x, cudaGraph_t g, cudaGraphInstantiateParams *p), (x, g, p))
+
+AO_EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
+{
+    NEED(cudaGraphExecDestroy);
+    bool outer = !ao_in_hook;
+    cudaError_t r = AO_REAL_CALL(ao_real.cudaGraphExecDestroy(x));
+    if (r == cudaSuccess && outer) ao_engine_graph_exec_destroyed((CUgraphExec)x);
+    return r;
+}
+
+AO_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+    NEED(cudaGraphDestroy);
+    bool outer = !ao_in_hook;
+    cudaError_t r = AO_REAL_CALL(ao_real.cudaGraphDestroy(g));
+    if (r == cudaSuccess && outer) ao_engine_graph_destroyed((CUgraph)g);
+    return r;
+}
+
+AO_EXPORT cudaError_t cudaGraphClone(cudaGraph_t *clone, cudaGraph_t g)
+{
+    NEED(cudaGraphClone);
+    bool outer = !ao_in_hook;
+    cudaError_t r = AO_REAL_CALL(ao_real.cudaGraphClone(clone, g));
+    if (r == cudaSuccess && outer && clone) ao_engine_graph_cloned((CUgraph)g, (CUgraph)*clone);
+    return r;
+}
+
+#define GRAPH_LAUNCH(name, ptsz)                                                                   \
+    AO_EXPORT cudaError_t name(cudaGraphExec_t x, cudaStream_t s)                                  \
+    {                                                                                              \
+        NEED(name);                                                                                \
+        if (!ao_in_hook && !ao_engine_off) ao_engine_note_stream(stream_of(s, ptsz));              \
+        return AO_REAL_CALL(ao_real.name(x, s));                                                   \
+    }
+GRAPH_LAUNCH(cudaGraphLaunch, false)
+GRAPH_LAUNCH(cudaGraphLaunch_ptsz, true)
 
 // --- driver entry points handed out by the runtime ----------------------------------------
 #define ENTRY_POINT(name, ptsz)                                                                    \

@@ -21,6 +21,7 @@
 #include <cuda.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "log.h"
 
@@ -76,6 +77,20 @@ int ao_engine_offload_layer(int layer);
 int ao_engine_release_layer(int layer);
 int ao_engine_reload_layer(int layer);
 int ao_engine_keep(CUdeviceptr p);
+
+// CUDA graphs: what captured work touches stays on the device until the
+// graph made from the capture and every executable graph instantiated from
+// it are destroyed (engine.c, graph pins). The hooks call these around the
+// real calls, which return the handles.
+// The id of the capture s is in, 0 if none: asked before the capture ends.
+uint64_t ao_engine_capture_id(CUstream s);
+// The end of a capture on s: g is the graph it produced, NULL if it failed.
+// False when s still captures (the call failed without ending the capture).
+bool ao_engine_capture_end(uint64_t capture, CUgraph g, CUstream s);
+void ao_engine_graph_instantiated(CUgraph g, CUgraphExec x);
+void ao_engine_graph_exec_destroyed(CUgraphExec x);
+void ao_engine_graph_destroyed(CUgraph g);
+void ao_engine_graph_cloned(CUgraph from, CUgraph clone);
 
 // The stream a reloading chunk is already safe on (see scan.h).
 CUstream ao_engine_safe_stream(const void *chunk);

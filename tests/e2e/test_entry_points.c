@@ -206,6 +206,57 @@ Test(safety_net, captured_graph_keeps_its_buffers)
     cr_expect_gt(off, 0, "without the graph, layer 0 should have been offloaded");
 }
 
+// The pin lasts exactly while something can replay the captured work: the
+// graph, a clone of it, or an executable graph instantiated from either
+// (graph_pin.c --lifetimes, one step per case, through the runtime, the
+// driver and cuGetProcAddress). Destroyed before layer 0's release point,
+// all of them: layer 0 is offloaded there, all its bytes; any one alive: it
+// is kept, and a replay after the release point reads the right bytes. A
+// graph left from the step before, whose chunk was released and reused for
+// this step's buffer, unpins nothing when destroyed.
+Test(safety_net, graph_pin_lasts_until_graph_and_execs_are_destroyed)
+{
+    const char *prog = getenv("AO_TEST_GRAPH_PIN"), *shim = getenv("AO_TEST_SHIM");
+    cr_assert(prog && shim);
+    static const struct {
+        const char *name;
+        bool offloaded;
+    } want[] = {
+        {"both-alive", false}, {"exec-gone", false},      {"both-gone", true},
+        {"graph-gone", false}, {"graph-then-exec", true}, {"clone-alive", false},
+        {"clone-gone", true},  {"left-alive", false},     {"stale-pins", false},
+    };
+    char cmd[2048], out[16384], key[64];
+    int st;
+    snprintf(cmd, sizeof cmd,
+             "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_QUIET=1 SIM_QUIET=0 %s --lifetimes "
+             "2>&1",
+             shim, prog);
+    slurp(cmd, out, sizeof out, &st);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault):\n%s", st, out);
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        snprintf(key, sizeof key, "step=%s ", want[i].name);
+        const char *line = strstr(out, key);
+        cr_assert(line, "no step %s in:\n%s", want[i].name, out);
+        int ok = 0;
+        unsigned long long off = 1, kept = 0;
+        cr_assert_eq(sscanf(line + strlen(key), "ok=%d offloaded=%llu kept=%llu", &ok, &off, &kept),
+                     3, "%s", line);
+        cr_expect_eq(ok, 1, "%s: wrong bytes", want[i].name);
+        if (want[i].offloaded) {
+            cr_expect_eq(off, (unsigned long long)(1u << 20) * sizeof(float),
+                         "%s: nothing can replay the graph, layer 0 should have been offloaded",
+                         want[i].name);
+            cr_expect_eq(kept, 0, "%s", want[i].name);
+        } else {
+            cr_expect_eq(off, 0, "%s: offloaded while the graph can still replay", want[i].name);
+            cr_expect_gt(kept, 0, "%s: not counted as kept for a graph", want[i].name);
+        }
+    }
+    cr_expect(strstr(out, "lifetimes ok=1\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "races=0 faults=0") != NULL, "%s", out);
+}
+
 // libaoshim.so resolves CUDA at run time: no NEEDED entry for either library,
 // and it exports only the entry points it interposes and the aoshim_ API.
 Test(libaoshim, links_no_cuda_library_and_exports_only_its_api)

@@ -119,6 +119,36 @@ SIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgrap
     return instantiate(phGraphExec, hGraph, flags);
 }
 
+// CUDA 12's form: flags, an upload stream (the simulator has nothing to
+// upload, but the stream is checked), and a result code.
+static CUresult instantiate_params(CUgraphExec *out, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p,
+                                   bool ptds)
+{
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    p->hErrNode_out = NULL;
+    p->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+    CUresult r = CUDA_SUCCESS;
+    if (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) {
+        r = sim_enter();
+        if (r == CUDA_SUCCESS) (void)sim_stream_resolve(p->hUploadStream, ptds, &r);
+        sim_leave();
+    }
+    if (r == CUDA_SUCCESS) r = instantiate(out, g, p->flags);
+    if (r == CUDA_SUCCESS) p->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+    return r;
+}
+
+SIM_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                 CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return instantiate_params(phGraphExec, hGraph, instantiateParams, false);
+}
+SIM_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(
+    CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return instantiate_params(phGraphExec, hGraph, instantiateParams, true);
+}
+
 // The exported symbols cuGraphInstantiate (CUDA 10.0) and
 // cuGraphInstantiate_v2 (11.0) keep their old ABI (error node and log
 // buffer, cudaTypedefs.h); cuda.h's cuGraphInstantiate is a macro for
@@ -146,6 +176,39 @@ SIM_EXPORT CUresult gi_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode 
                           char *logBuffer, size_t bufferSize)
 {
     return instantiate_legacy(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+// --- clone ---------------------------------------------------------------------------
+// A copy of the nodes (kernel arguments too): independent of the original,
+// which may be destroyed first.
+SIM_EXPORT CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+    CUresult r = sim_enter();
+    if (r == CUDA_SUCCESS && (r = sim_ctx_check()) == CUDA_SUCCESS) {
+        if (!phGraphClone || !graph_ok(originalGraph)) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else {
+            const sim_graph_t *g = (const sim_graph_t *)originalGraph;
+            sim_graph_t *c = sim_graph_new();
+            c->mode = g->mode;
+            c->thread_agent = g->thread_agent;
+            c->n = c->cap = g->n;
+            c->nodes = calloc(g->n ? g->n : 1, sizeof *c->nodes);
+            if (!c->nodes) abort();
+            for (size_t i = 0; i < g->n; i++) {
+                c->nodes[i] = g->nodes[i];
+                if (g->nodes[i].kind == SIM_NODE_KERNEL) {
+                    uint32_t pb = g->nodes[i].func->param_bytes;
+                    c->nodes[i].argbuf = malloc(pb ? pb : 1);
+                    if (!c->nodes[i].argbuf) abort();
+                    memcpy(c->nodes[i].argbuf, g->nodes[i].argbuf, pb);
+                }
+            }
+            *phGraphClone = (CUgraph)c;
+        }
+    }
+    sim_leave();
+    return r;
 }
 
 // --- launch ------------------------------------------------------------------------------

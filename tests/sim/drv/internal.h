@@ -366,6 +366,7 @@ struct sim_graph_s {
     bool capturing;       // capture still open
     int mode;             // CUstreamCaptureMode given to cuStreamBeginCapture
     int thread_agent;     // the host thread that began it
+    uint64_t capture_id;  // cuStreamGetCaptureInfo's id: unique in the process, never 0
 };
 #define SIM_GRAPH_MAGIC 0x47525048u
 // The stream's capture graph when it is actively capturing (NULL otherwise),
@@ -373,6 +374,9 @@ struct sim_graph_s {
 // stream captures invalidates that capture: *err = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
 sim_graph_t *sim_capture_graph(sim_stream_t *s, CUresult *err);
 sim_node_t *sim_graph_add(sim_graph_t *g, int kind, const char *what, uint32_t stream_id);
+// A new empty graph (not capturing), kept for ever like every graph (stale
+// handles stay detectable). Lock held.
+sim_graph_t *sim_graph_new(void);
 // Invalidate the capture on s (an unsupported call was made on it).
 void sim_capture_invalidate(sim_stream_t *s);
 // A "potentially unsafe" call during capture (cuda.h,

@@ -530,6 +530,15 @@ SIM_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
     return stream_get_flags(hStream, flags, true);
 }
 
+sim_graph_t *sim_graph_new(void)
+{
+    sim_graph_t *g = calloc(1, sizeof *g);
+    if (!g) abort();
+    g->magic = SIM_GRAPH_MAGIC;
+    keep(g);
+    return g;
+}
+
 // --- capture: API -----------------------------------------------------------------
 static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptds)
 {
@@ -552,14 +561,13 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptds)
         r = CUDA_ERROR_ILLEGAL_STATE;
         goto out;
     }
-    sim_graph_t *g = calloc(1, sizeof *g);
-    if (!g) abort();
-    g->magic = SIM_GRAPH_MAGIC;
+    sim_graph_t *g = sim_graph_new();
     g->origin = s;
     g->capturing = true;
     g->mode = mode;
     g->thread_agent = sim_thread()->agent;
-    keep(g);
+    static uint64_t next_capture_id; // under the lock
+    g->capture_id = ++next_capture_id;
     s->graph = g;
     s->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
     s->cap_pending = false;
@@ -639,19 +647,13 @@ SIM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
     return end_capture(hStream, phGraph, true);
 }
 
-static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, bool ptds)
+// The status of h's capture (lock held); s: the stream, NULL on error.
+static CUresult capture_status(CUstream h, CUstreamCaptureStatus *st, bool ptds, sim_stream_t **sp)
 {
-    CUresult r = sim_enter();
-    if (r != CUDA_SUCCESS) {
-        sim_leave();
-        return r;
-    }
-    sim_stream_t *s = sim_stream_resolve(h, ptds, &r);
-    if (!s) goto out;
-    if (!st) {
-        r = CUDA_ERROR_INVALID_VALUE;
-        goto out;
-    }
+    CUresult r = CUDA_SUCCESS;
+    sim_stream_t *s = *sp = sim_stream_resolve(h, ptds, &r);
+    if (!s) return r;
+    if (!st) return CUDA_ERROR_INVALID_VALUE;
     if (s->legacy) {
         // cuda.h: querying the legacy stream while a blocking stream captures
         // is CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (a query does not invalidate).
@@ -660,12 +662,64 @@ static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, bool ptds)
             if (streams[i]->magic == SIM_STREAM_MAGIC && is_blocking(streams[i]) &&
                 streams[i]->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE)
                 r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-        goto out;
+        return r;
     }
     *st = s->capture;
-out:
+    return r;
+}
+
+static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, bool ptds)
+{
+    CUresult r = sim_enter();
+    sim_stream_t *s;
+    if (r == CUDA_SUCCESS) r = capture_status(h, st, ptds, &s);
     sim_leave();
     return r;
+}
+
+// cuStreamGetCaptureInfo (its CUDA 12.3 ABI, _v3, which cuda.h names it):
+// the status as cuStreamIsCapturing, and while the capture is active its id
+// and graph. The simulator has no node handles (graphs are node lists), so
+// the dependency set is reported empty; a caller that asks for edge data
+// without the dependencies is refused, as in cuda.h.
+static CUresult capture_info(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *graph,
+                             const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps,
+                             bool ptds)
+{
+    CUresult r = sim_enter();
+    sim_stream_t *s;
+    if (r == CUDA_SUCCESS)
+        r = edges && !deps ? CUDA_ERROR_INVALID_VALUE : capture_status(h, st, ptds, &s);
+    if (r == CUDA_SUCCESS && *st == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+        if (id) *id = s->graph->capture_id;
+        if (graph) *graph = (CUgraph)s->graph;
+        if (deps) *deps = NULL;
+        if (edges) *edges = NULL;
+        if (ndeps) *ndeps = 0;
+    }
+    sim_leave();
+    return r;
+}
+
+SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream hStream,
+                                              CUstreamCaptureStatus *captureStatus_out,
+                                              cuuint64_t *id_out, CUgraph *graph_out,
+                                              const CUgraphNode **dependencies_out,
+                                              const CUgraphEdgeData **edgeData_out,
+                                              size_t *numDependencies_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out,
+                        edgeData_out, numDependencies_out, false);
+}
+SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream,
+                                                   CUstreamCaptureStatus *captureStatus_out,
+                                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                                   const CUgraphNode **dependencies_out,
+                                                   const CUgraphEdgeData **edgeData_out,
+                                                   size_t *numDependencies_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out,
+                        edgeData_out, numDependencies_out, true);
 }
 
 SIM_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)

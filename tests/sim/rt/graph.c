@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The simulated runtime's graph calls: instantiate, launch, destroy. Graphs
+// The simulated runtime's graph calls: instantiate, clone, launch, destroy. Graphs
 // come from stream capture (cudaStreamEndCapture); cudaGraph_t is CUgraph and
 // cudaGraphExec_t is CUgraphExec, so each call decodes nothing and forwards
 // to the driver (drv/graph.c holds the semantics).
@@ -32,6 +32,42 @@ RT_EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec,
                                                     unsigned long long flags)
 {
     return rt_graph_instantiate(pGraphExec, graph, flags);
+}
+
+// The driver's parameter block is the runtime's, field for field.
+static cudaError_t rt_graph_instantiate_params(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                                               cudaGraphInstantiateParams *p, bool ptds)
+{
+    if (!pGraphExec || !p) return rt_ret(cudaErrorInvalidValue);
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess) return rt_ret(e);
+    CUDA_GRAPH_INSTANTIATE_PARAMS cp = {.flags = p->flags,
+                                        .hUploadStream = (CUstream)p->uploadStream};
+    CUresult r =
+        (ptds ? rt_drv.cuGraphInstantiateWithParams_ptsz : rt_drv.cuGraphInstantiateWithParams)(
+            (CUgraphExec *)pGraphExec, (CUgraph)graph, &cp);
+    p->errNode_out = (cudaGraphNode_t)cp.hErrNode_out;
+    p->result_out = (cudaGraphInstantiateResult)cp.result_out;
+    return rt_ret_cu(r);
+}
+
+RT_EXPORT cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                                                     cudaGraphInstantiateParams *instantiateParams)
+{
+    return rt_graph_instantiate_params(pGraphExec, graph, instantiateParams, false);
+}
+
+RT_EXPORT cudaError_t cudaGraphInstantiateWithParams_ptsz(
+    cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams)
+{
+    return rt_graph_instantiate_params(pGraphExec, graph, instantiateParams, true);
+}
+
+RT_EXPORT cudaError_t cudaGraphClone(cudaGraph_t *pGraphClone, cudaGraph_t originalGraph)
+{
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess) return rt_ret(e);
+    return rt_ret_cu(rt_drv.cuGraphClone((CUgraph *)pGraphClone, (CUgraph)originalGraph));
 }
 
 static cudaError_t rt_graph_launch(cudaGraphExec_t exec, cudaStream_t s, bool ptds)

@@ -60,7 +60,7 @@
     X(cuEventElapsedTime)                                                        \
     X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuFuncGetParamInfo) X(cuFuncGetName) \
     X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy)            \
-    X(cuGraphExecDestroy)                                                        \
+    X(cuGraphExecDestroy) X(cuGraphInstantiateWithParams) X(cuGraphClone)        \
     P(cuMemAllocAsync_ptsz, cuMemAllocAsync)                                     \
     P(cuMemFreeAsync_ptsz, cuMemFreeAsync)                                       \
     P(cuMemcpyHtoD_ptds, cuMemcpyHtoD) P(cuMemcpyDtoH_ptds, cuMemcpyDtoH)        \
@@ -84,6 +84,7 @@
     P(cuLaunchKernel_ptsz, cuLaunchKernel)                                       \
     P(cuLaunchKernelEx_ptsz, cuLaunchKernelEx)                                   \
     P(cuGraphLaunch_ptsz, cuGraphLaunch)                                         \
+    P(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams)           \
     S(simKernelCreate) S(simGetStats) S(simResetStats)
 // clang-format on
 

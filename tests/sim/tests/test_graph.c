@@ -373,3 +373,98 @@ Test(graph, fork_join_and_external_wait_replay)
     cr_assert_eq(simrtGetStats(&st), 0);
     cr_assert_eq(st.launches, before);
 }
+
+// A driver entry point of the loaded libcuda.so.1 (this test links only the
+// runtime), by cuda.h's name of it (cuStreamGetCaptureInfo: its _v3).
+#define DRV_STR(x)  #x
+#define DRV_NAME(x) DRV_STR(x)
+#define DRV(name)   ((__typeof__(&name))drv_sym(DRV_NAME(name)))
+static void *drv_sym(const char *name)
+{
+    cr_assert_eq(cudaFree(NULL), cudaSuccess); // the runtime loads the driver
+    void *f = dlsym(RTLD_DEFAULT, name);
+    cr_assert_not_null(f, "%s", name);
+    return f;
+}
+
+// cuStreamGetCaptureInfo (cuda.h's name for _v3): the status always; the id
+// (unique, never reused) and graph only while the capture is active; the
+// graph it names is the one cuStreamEndCapture returns.
+Test(graph, capture_info_names_the_capture_and_its_graph)
+{
+    uint8_t *d, *h;
+    cudaStream_t s;
+    cr_assert_eq(cudaMalloc((void **)&d, N), cudaSuccess);
+    cr_assert_eq(cudaMallocHost((void **)&h, N), cudaSuccess);
+    cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    cuuint64_t id = 0, id2 = 0;
+    CUgraph g = NULL, ended = NULL;
+    cr_assert_eq(DRV(cuStreamGetCaptureInfo)((CUstream)s, &cs, &id, &g, NULL, NULL, NULL),
+                 CUDA_SUCCESS);
+    cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_NONE);
+    cr_assert_eq(DRV(cuStreamGetCaptureInfo)((CUstream)s, NULL, &id, NULL, NULL, NULL, NULL),
+                 CUDA_ERROR_INVALID_VALUE, "the status is required");
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+        const CUgraphNode *deps = (const CUgraphNode *)1;
+        size_t ndeps = 7;
+        cr_assert_eq(
+            DRV(cuStreamGetCaptureInfo)((CUstream)s, &cs, k ? &id2 : &id, &g, &deps, NULL, &ndeps),
+            CUDA_SUCCESS);
+        cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+        cr_assert_eq(ndeps, 0);
+        const CUgraphEdgeData *edges;
+        cr_assert_eq(DRV(cuStreamGetCaptureInfo)((CUstream)s, &cs, NULL, NULL, NULL, &edges, NULL),
+                     CUDA_ERROR_INVALID_VALUE, "edge data without the dependencies");
+        cr_assert_eq(cudaMemcpyAsync(h, d, N, cudaMemcpyDeviceToHost, s), cudaSuccess);
+        cr_assert_eq(DRV(cuStreamEndCapture)((CUstream)s, &ended), CUDA_SUCCESS);
+        cr_assert_eq(ended, g);
+        cr_assert_eq(DRV(cuGraphDestroy)(ended), CUDA_SUCCESS);
+    }
+    cr_assert_neq(id, 0);
+    cr_assert_neq(id2, 0);
+    cr_assert_neq(id, id2, "a capture id is unique in the process");
+}
+
+// cuGraphInstantiateWithParams (legacy and per-thread, runtime too): the
+// result code, the upload stream checked; a clone replays like its original
+// and outlives it.
+Test(graph, instantiate_with_params_and_clone)
+{
+    uint8_t *d, *h;
+    cudaStream_t s;
+    cr_assert_eq(cudaMalloc((void **)&d, N), cudaSuccess);
+    cr_assert_eq(cudaMemset(d, 0, N), cudaSuccess);
+    cr_assert_eq(cudaMallocHost((void **)&h, N), cudaSuccess);
+    cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
+    cudaGraph_t g = capture_add_copy(d, h, s), c = NULL;
+    cr_assert_eq(cudaGraphClone(&c, g), cudaSuccess);
+    cr_assert_not_null(c);
+    cr_assert_neq(c, g);
+    cr_assert_eq(cudaGraphDestroy(g), cudaSuccess);
+    CUgraphExec x1 = NULL, x2 = NULL;
+    CUDA_GRAPH_INSTANTIATE_PARAMS p = {.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD,
+                                       .hUploadStream = (CUstream)s,
+                                       .result_out = CUDA_GRAPH_INSTANTIATE_ERROR};
+    cr_assert_eq(DRV(cuGraphInstantiateWithParams)(&x1, (CUgraph)c, &p), CUDA_SUCCESS);
+    cr_assert_eq(p.result_out, CUDA_GRAPH_INSTANTIATE_SUCCESS);
+    cr_assert_null(p.hErrNode_out);
+    p.flags = 1ull << 40;
+    cr_assert_eq(DRV(cuGraphInstantiateWithParams)(&x2, (CUgraph)c, &p), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(p.result_out, CUDA_GRAPH_INSTANTIATE_ERROR);
+    cr_assert_eq(DRV(cuGraphInstantiateWithParams)(&x2, (CUgraph)g, &p), CUDA_ERROR_INVALID_VALUE,
+                 "a destroyed graph");
+    cudaGraphInstantiateParams rp = {.flags = 0};
+    cr_assert_eq(cudaGraphInstantiateWithParams((cudaGraphExec_t *)&x2, c, &rp), cudaSuccess);
+    cr_assert_eq(rp.result_out, cudaGraphInstantiateSuccess);
+    cr_assert_eq(cudaGraphClone(&g, NULL), cudaErrorInvalidValue);
+    cr_assert_eq(cudaGraphDestroy(c), cudaSuccess);
+    memset(h, 0xee, N);
+    cr_assert_eq(cudaGraphLaunch((cudaGraphExec_t)x1, s), cudaSuccess);
+    cr_assert_eq(cudaGraphLaunch((cudaGraphExec_t)x2, s), cudaSuccess);
+    cr_assert_eq(cudaStreamSynchronize(s), cudaSuccess);
+    check_all(h, 10);
+    cr_assert_eq(DRV(cuGraphExecDestroy)(x1), CUDA_SUCCESS);
+    cr_assert_eq(DRV(cuGraphExecDestroy)(x2), CUDA_SUCCESS);
+}
