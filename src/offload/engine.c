@@ -117,7 +117,7 @@ struct ao_scope_s {
     CUevent ev_copied;      // offload stream, after the copies
     CUevent ev_release;     // compute stream, end of the next layer: the copies start there
     CUevent ev_reloaded;    // reload stream, after the copies
-    CUevent ev_fwd0;        // timing, at layer_begin (AOSHIM_OFFLOAD_LAYERS=auto)
+    CUevent ev_fwd0;        // timing, at layer_begin (A.timing)
     ao_learn_t rec;         // this scope's allocations, learned at layer_end
     const ao_learn_t *plan; // last step's record of this layer, if any
     struct ao_scope_s *next;
@@ -192,6 +192,10 @@ static struct {
     unsigned plans;
     const char *why; // what made the next plan necessary, NULL: the step
     ao_plan_t plan;
+    // Layers' forward and backward GPU time is measured for the planner and
+    // for the report's compute lane (AOSHIM_REPORT_HTML, AOSHIM_TRACE): two
+    // events per layer and pass, never otherwise.
+    bool timing;
 } A;
 
 bool ao_engine_off;
@@ -386,6 +390,7 @@ static bool ensure_ready(void)
     ao_rec_device(name, total);
     note_stream_locked(CU_STREAM_LEGACY);
     A.on = ao_config.offload_layers.kind == AO_LAYERS_AUTO;
+    A.timing = A.on || ao_config.report_html || ao_config.trace;
     if (A.on) plan_budget();
     return true;
 }
@@ -675,8 +680,10 @@ static void poll_locked(void)
         // not the layer's compute.
         if (kind == TIMED_FWD) {
             if (!A.fwd_ns[layer] || b - a < A.fwd_ns[layer]) A.fwd_ns[layer] = b - a;
+            ao_rec_interval(AO_REC_FWD, layer, E.timed[i].mb, 0, a, b);
         } else if (kind == TIMED_BWD) {
             if (!A.bwd_ns[layer] || b - a < A.bwd_ns[layer]) A.bwd_ns[layer] = b - a;
+            ao_rec_interval(AO_REC_BWD, layer, E.timed[i].mb, 0, a, b);
         } else {
             ao_stat_add(stat_of[kind], (int64_t)(b - a));
             ao_rec_interval(kind, layer, E.timed[i].mb, E.timed[i].bytes, a, b);
@@ -1486,7 +1493,7 @@ int ao_engine_layer_begin(int layer)
     s->next = E.scopes;
     E.scopes = s;
     if (s->recompute) return leave(0); // recomputed in backward: never offloaded
-    if (A.on && E.ready) s->ev_fwd0 = record(s->stream, true);
+    if (A.timing && E.ready) s->ev_fwd0 = record(s->stream, true);
     if (E.mb > A.max_mb) A.max_mb = E.mb;
     forward_goes_on(E.mb);
     E.fwd_ran[E.mb][layer / 64] |= 1ull << (layer % 64);
@@ -1561,10 +1568,8 @@ int ao_engine_layer_end(int layer)
         E.learned[layer] = s->rec;
         if (A.on) A.cur[layer] += s->rec.saved, A.tracked[layer / 64] |= 1ull << (layer % 64);
     }
-    if (A.on) {
-        if (s->ev_fwd0) timed_add(s->ev_fwd0, record(s->stream, true), TIMED_FWD, layer, s->mb, 0);
-        s->ev_fwd0 = NULL;
-    }
+    if (s->ev_fwd0) timed_add(s->ev_fwd0, record(s->stream, true), TIMED_FWD, layer, s->mb, 0);
+    s->ev_fwd0 = NULL;
     memset(&s->rec, 0, sizeof s->rec);
     s->plan = NULL;
     // This layer's kernels have read the previous layers' outputs: their
@@ -1636,7 +1641,7 @@ int ao_engine_backward_begin(int layer)
             }
     }
     if (w0) timed_add(w0, record(cs, true), AO_REC_WAIT, layer, mb, 0);
-    if (A.on && E.ready) { // the layer's backward compute, after its waits
+    if (A.timing && E.ready) { // the layer's backward compute, after its waits
         event_put(E.bwd0[mb], true);
         E.bwd0[mb] = record(cs, true);
     }

@@ -4,12 +4,18 @@
 // inline SVG draws device memory over time stacked by layer (untracked
 // memory at the bottom), the offloaded bytes as a band on top (whose upper
 // edge is the "without aoshim" line), the peak envelope of each timeline
-// bucket, and marks both peaks; the per-layer table follows.
+// bucket, and marks both peaks. Under it, GPU lanes on one GPU time axis:
+// each layer's forward and backward compute, the offload (D2H) and reload
+// (H2D) copies and the compute stream's waits on reloads, so whether the
+// copies hide behind compute shows at a glance; then a legend naming each
+// layer's colour and the per-layer table.
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "aoshim.h"
 #include "emitter.h"
+#include "record.h"
 #include "report.h"
 #include "stats.h"
 
@@ -20,6 +26,12 @@ enum { W = 960, H = 380, ML = 70, MR = 20, MT = 20, MB = 40 };
 typedef struct plot_s {
     uint64_t t0, t1, ymax;
 } plot_t;
+
+// A layer's colour, the same in the memory chart, the lanes and the legend.
+static int layer_hue(int layer)
+{
+    return (layer * 47 % 360 + 360) % 360;
+}
 
 static double px(const plot_t *p, uint64_t t)
 {
@@ -107,7 +119,7 @@ static void svg(ao_emitter_t *e)
         }
         if (!any) continue;
         char fill[32], title[64];
-        snprintf(fill, sizeof fill, "hsl(%d,60%%,55%%)", ((s - 1) * 47 % 360 + 360) % 360);
+        snprintf(fill, sizeof fill, "hsl(%d,60%%,55%%)", layer_hue(s - 1));
         snprintf(title, sizeof title, s ? "layer %d (resident)" : "tracked, no layer", s - 1);
         polygon(e, &p, lo, hi, fill, title);
     }
@@ -161,6 +173,301 @@ static void svg(ao_emitter_t *e)
     AO_LIT(e, "</svg>\n");
 }
 
+// --- GPU lanes ---------------------------------------------------------------------------
+// The GPU intervals the record kept (R.spans, GPU ns since the engine's
+// reference event), one lane each for compute, D2H, H2D and waits. The
+// memory chart above runs on the host clock: on a real GPU the two origins
+// agree to within launch latency, on the simulated GPU they do not, so the
+// lanes carry their own axis.
+enum { LANES = 4, LT = 8, LH = 24, LG = 8, LB = 34 };
+static const char *const lane_name[LANES] = {"compute", "D2H copies", "H2D copies", "waits"};
+
+static int lane_of(int kind)
+{
+    return kind == AO_REC_FWD || kind == AO_REC_BWD ? 0
+           : kind == AO_REC_D2H                     ? 1
+           : kind == AO_REC_H2D                     ? 2
+                                                    : 3;
+}
+
+// A tick step of 1, 2 or 5 times a power of ten giving 4 to 10 ticks.
+static uint64_t nice_step(uint64_t span)
+{
+    uint64_t step = 1;
+    while (span / step > 10) {
+        if (span / (step * 2) <= 10) return step * 2;
+        if (span / (step * 5) <= 10) return step * 5;
+        step *= 10;
+    }
+    return step;
+}
+
+// One rectangle, or several spans merged into one when they touch at this
+// scale: 65536 intervals would otherwise make a page of megabytes.
+typedef struct lane_rect_s {
+    double x0, x1;
+    uint64_t n, bytes, ns;
+    int kind, layer;
+    bool open;
+} lane_rect_t;
+
+static void lane_flush(ao_emitter_t *e, lane_rect_t *r, int lane)
+{
+    static const char *const cls[] = {"d2h", "h2d", "wait", "fwd", "bwd"};
+    if (!r->open) return;
+    r->open = false;
+    double y = LT + lane * (LH + LG);
+    char fill[40], b[32];
+    if (r->kind == AO_REC_WAIT) // not red: layer 0 is
+        snprintf(fill, sizeof fill, "#222222");
+    else
+        snprintf(fill, sizeof fill, "hsl(%d,60%%,%d%%)", layer_hue(r->layer),
+                 r->kind == AO_REC_BWD ? 75 : 55);
+    ao_emit_printf(e,
+                   "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" "
+                   "fill=\"%s\"><title>",
+                   cls[r->kind], r->x0, y, r->x1 - r->x0 > 0.5 ? r->x1 - r->x0 : 0.5, LH, fill);
+    static const char *const what[] = {"offload", "reload", "wait for reload", "forward",
+                                       "backward"};
+    ao_emit_printf(e, "%s, layer %d: ", what[r->kind], r->layer);
+    if (r->n > 1) ao_emit_printf(e, "%llu intervals, ", (unsigned long long)r->n);
+    if (r->bytes) ao_emit_printf(e, "%s in ", ao_fmt_bytes(b, sizeof b, r->bytes));
+    ao_emit_printf(e, "%.3f ms GPU time", (double)r->ns / 1e6);
+    if (r->bytes && r->ns) ao_emit_printf(e, " (%.1f GB/s)", (double)r->bytes / (double)r->ns);
+    AO_LIT(e, "</title></rect>\n");
+}
+
+static int cmp_span_start(const void *a, const void *b)
+{
+    const ao_rec_span_t *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+// The GPU time window the lanes show: one whole step, the one before the
+// last (the last step's closing intervals are still unread when the
+// program exits: the report never calls CUDA), else the whole run. A step
+// starts where the first layer's forward of the first microbatch starts.
+typedef struct window_s {
+    uint64_t t0, t1;
+    int steps; // step starts seen
+} window_t;
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static window_t lane_window(void)
+{
+    window_t w = {UINT64_MAX, 0, 0};
+    int layer0 = AO_MAX_LAYERS, mb0 = 1 << 30;
+    for (uint32_t i = 0; i < R.nspans; i++) {
+        const ao_rec_span_t *s = &R.spans[i];
+        if (s->start < w.t0) w.t0 = s->start;
+        if (s->end > w.t1) w.t1 = s->end;
+        if (s->kind == AO_REC_FWD && (s->layer < layer0 || (s->layer == layer0 && s->mb < mb0)))
+            layer0 = s->layer, mb0 = s->mb;
+    }
+    uint64_t *st = malloc((R.nspans ? R.nspans : 1) * sizeof *st);
+    if (!st) return w;
+    int n = 0;
+    for (uint32_t i = 0; i < R.nspans; i++)
+        if (R.spans[i].kind == AO_REC_FWD && R.spans[i].layer == layer0 && R.spans[i].mb == mb0)
+            st[n++] = R.spans[i].start;
+    qsort(st, (size_t)n, sizeof *st, cmp_u64);
+    w.steps = n;
+    if (n >= 2) w.t0 = st[n - 2], w.t1 = st[n - 1];
+    free(st);
+    return w;
+}
+
+// The share of kind's GPU time that overlapped compute (the union of the
+// forward and backward intervals): how much of the copying hid.
+static bool clip(const window_t *w, const ao_rec_span_t *in, ao_rec_span_t *out)
+{
+    *out = *in;
+    if (out->start < w->t0) out->start = w->t0;
+    if (out->end > w->t1) out->end = w->t1;
+    return out->end > out->start ||
+           (in->start == in->end && in->start >= w->t0 && in->start <= w->t1);
+}
+
+static void hidden_share(const window_t *w, const ao_rec_span_t *compute, size_t nc, int kind,
+                         uint64_t *total, uint64_t *hidden)
+{
+    *total = *hidden = 0;
+    for (uint32_t i = 0; i < R.nspans; i++) {
+        ao_rec_span_t c, *s = &c;
+        if (R.spans[i].kind != kind || !clip(w, &R.spans[i], s) || s->end <= s->start) continue;
+        *total += s->end - s->start;
+        // compute[] holds disjoint intervals sorted by start: the first that
+        // may overlap, by binary search, then forward.
+        size_t lo = 0, hi = nc;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (compute[mid].end <= s->start)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (size_t j = lo; j < nc && compute[j].start < s->end; j++) {
+            uint64_t a = compute[j].start > s->start ? compute[j].start : s->start;
+            uint64_t b = compute[j].end < s->end ? compute[j].end : s->end;
+            if (b > a) *hidden += b - a;
+        }
+    }
+}
+
+static void hidden_line(ao_emitter_t *e, const window_t *w, uint64_t ncompute)
+{
+    if (!ncompute) {
+        AO_LIT(e, "<p id=\"hidden\">Compute was not timed (no layer marked with "
+                  "<code>aoshim_layer_begin</code>), so the compute lane is empty.</p>\n");
+        return;
+    }
+    ao_rec_span_t *c = malloc(ncompute * sizeof *c);
+    if (!c) return;
+    size_t n = 0;
+    for (uint32_t i = 0; i < R.nspans && n < ncompute; i++) {
+        ao_rec_span_t x; // not straight into c[n]: clip writes even what it rejects
+        if ((R.spans[i].kind == AO_REC_FWD || R.spans[i].kind == AO_REC_BWD) &&
+            clip(w, &R.spans[i], &x))
+            c[n++] = x;
+    }
+    qsort(c, n, sizeof *c, cmp_span_start);
+    size_t m = 0; // merged into a union of disjoint intervals
+    for (size_t i = 0; i < n; i++) {
+        if (m && c[i].start <= c[m - 1].end) {
+            if (c[i].end > c[m - 1].end) c[m - 1].end = c[i].end;
+        } else {
+            c[m++] = c[i];
+        }
+    }
+    uint64_t dt, dh, ht, hh;
+    hidden_share(w, c, m, AO_REC_D2H, &dt, &dh);
+    hidden_share(w, c, m, AO_REC_H2D, &ht, &hh);
+    free(c);
+    uint64_t waited = 0;
+    for (uint32_t i = 0; i < R.nspans; i++) {
+        ao_rec_span_t x;
+        if (R.spans[i].kind == AO_REC_WAIT && clip(w, &R.spans[i], &x)) waited += x.end - x.start;
+    }
+    ao_emit_printf(e,
+                   "<p id=\"hidden\">In the step shown, copies hidden behind compute (GPU time "
+                   "overlapping a layer's forward or backward): offload <b>%.0f%%</b> of %.3f ms, "
+                   "reload <b>%.0f%%</b> of %.3f ms; the compute stream waited %.3f ms on "
+                   "reloads.</p>\n",
+                   dt ? 100.0 * (double)dh / (double)dt : 0.0, (double)dt / 1e6,
+                   ht ? 100.0 * (double)hh / (double)ht : 0.0, (double)ht / 1e6,
+                   (double)waited / 1e6);
+}
+
+static void lanes(ao_emitter_t *e)
+{
+    window_t w = lane_window();
+    uint64_t g0 = w.t0, g1 = w.t1, n[LANES] = {0};
+    for (uint32_t i = 0; i < R.nspans; i++) {
+        ao_rec_span_t x;
+        if (clip(&w, &R.spans[i], &x)) n[lane_of(x.kind)]++;
+    }
+    int h = LT + LANES * (LH + LG) + LB;
+    ao_emit_printf(e,
+                   "<svg id=\"lanes\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+                   "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" "
+                   "font-size=\"11\">\n<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" "
+                   "fill=\"#ffffff\"/>\n",
+                   W, h, W, h, W, h);
+    for (int l = 0; l < LANES; l++) {
+        double y = LT + l * (LH + LG);
+        ao_emit_printf(e,
+                       "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"#f6f6f6\"/>"
+                       "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                       ML, y, W - ML - MR, LH, ML - 4, y + LH / 2 + 4, lane_name[l]);
+    }
+    int axis_y = LT + LANES * (LH + LG);
+    if (!R.nspans) {
+        ao_emit_printf(e, "<text x=\"%d\" y=\"%d\">no GPU intervals recorded</text>\n</svg>\n",
+                       W / 2 - 60, axis_y + 16);
+        return;
+    }
+    if (g1 <= g0) g1 = g0 + 1;
+    plot_t p = {g0, g1, 1};
+    // Ticks on the GPU clock, labelled in ms since the engine's reference event.
+    uint64_t step = nice_step(g1 - g0);
+    int decimals = step >= 1000000 ? 0 : step >= 100000 ? 1 : step >= 10000 ? 2 : 3;
+    for (uint64_t t = (g0 + step - 1) / step * step; t <= g1; t += step) {
+        double x = px(&p, t);
+        ao_emit_printf(e,
+                       "<line class=\"tick\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+                       "stroke=\"#cccccc\"/><text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">"
+                       "%.*f</text>\n",
+                       x, LT - 2, x, axis_y + 2, x, axis_y + 14, decimals, (double)t / 1e6);
+    }
+    ao_emit_printf(
+        e, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">GPU time, ms (CUDA events)</text>\n",
+        W - MR, axis_y + 29);
+    lane_rect_t r[LANES] = {{0}};
+    for (uint32_t i = 0; i < R.nspans; i++) {
+        ao_rec_span_t x, *s = &x;
+        if (!clip(&w, &R.spans[i], s)) continue;
+        int l = lane_of(s->kind);
+        double x0 = px(&p, s->start), x1 = px(&p, s->end);
+        lane_rect_t *c = &r[l];
+        if (c->open && c->kind == s->kind && c->layer == s->layer && x0 <= c->x1 + 0.5 &&
+            x1 >= c->x0 - 0.5) {
+            if (x0 < c->x0) c->x0 = x0;
+            if (x1 > c->x1) c->x1 = x1;
+        } else {
+            lane_flush(e, c, l);
+            *c = (lane_rect_t){x0, x1, 0, 0, 0, s->kind, s->layer, true};
+        }
+        c->n++, c->bytes += s->bytes, c->ns += s->end > s->start ? s->end - s->start : 0;
+    }
+    for (int l = 0; l < LANES; l++)
+        lane_flush(e, &r[l], l);
+    if (!n[0])
+        ao_emit_printf(e, "<text x=\"%d\" y=\"%d\" fill=\"#888888\">not timed</text>\n", ML + 6,
+                       LT + LH / 2 + 4);
+    AO_LIT(e, "</svg>\n");
+    if (w.steps >= 2)
+        ao_emit_printf(e,
+                       "<p id=\"window\">Step %d of %d shown (GPU %.3f to %.3f ms): the one before "
+                       "the last, whose closing intervals were still unread when the program "
+                       "exited. Bars that touch at this scale are drawn as one (its tooltip "
+                       "counts them).</p>\n",
+                       w.steps - 1, w.steps, (double)w.t0 / 1e6, (double)w.t1 / 1e6);
+    hidden_line(e, &w, n[0]);
+}
+
+// Each layer's colour, named; at most 64 layers (the hues then repeat the
+// same cycle, 47 degrees apart).
+static void legend(ao_emitter_t *e)
+{
+    AO_LIT(e, "<div id=\"legend\" style=\"max-width:960px;line-height:1.8\">");
+    AO_LIT(e, "<span class=\"key\"><span class=\"sw\" style=\"background:#bbbbbb\"></span>"
+              "not tracked</span>");
+    int shown = 0;
+    for (int l = -1; l <= R.max_layer && shown < 64; l++) {
+        if (!R.layer[l + 1].seen) continue;
+        shown++;
+        ao_emit_printf(e,
+                       "<span class=\"key\"><span class=\"sw\" style=\"background:hsl(%d,60%%,"
+                       "55%%)\"></span>",
+                       layer_hue(l));
+        if (l < 0)
+            AO_LIT(e, "tracked, no layer</span>");
+        else
+            ao_emit_printf(e, "layer %d</span>", l);
+    }
+    if (R.max_layer + 1 > shown)
+        ao_emit_printf(e, "<span class=\"key\">&hellip; (layers up to %d)</span>", R.max_layer);
+    AO_LIT(e, "<span class=\"key\"><span class=\"sw\" style=\"background:repeating-linear-"
+              "gradient(45deg,#6688cc 0 2px,#eef3ff 2px 5px)\"></span>offloaded</span>"
+              "<span class=\"key\"><span class=\"sw\" style=\"background:#222222\"></span>"
+              "compute stream waiting for a reload</span></div>\n");
+}
+
 static void cell_bytes(ao_emitter_t *e, uint64_t v)
 {
     char b[32];
@@ -182,6 +489,8 @@ void ao_report_html(int fd)
                    "body{font-family:sans-serif;margin:24px;color:#222}"
                    "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;"
                    "text-align:right}th{background:#f4f4f4}.big{font-size:20px}"
+                   ".key{margin-right:14px;white-space:nowrap}.sw{display:inline-block;"
+                   "width:12px;height:10px;margin-right:4px;border:1px solid #999}"
                    "</style></head><body>\n<h1>aoshim memory report</h1>\n"
                    "<p>aoshim %s, pid %d, rank %d%s",
                    (int)getpid(), AO_REPORT_VERSION, (int)getpid(), ao_report_rank(),
@@ -208,6 +517,14 @@ void ao_report_html(int fd)
         "<p>Bands, bottom up: memory aoshim does not track (grey), each layer's resident "
         "buffers, the offloaded bytes (hatched). Dashed red: without aoshim. Black: the "
         "highest device memory in each interval.</p>\n");
+    legend(&e);
+    ao_emit_printf(
+        &e, "%s",
+        "<h2>GPU lanes, one step</h2>\n<p>On the GPU's clock: each layer's forward (its colour) "
+        "and backward (lighter) compute, its offload and reload copies on their own streams, and "
+        "the compute stream's waits for reloads (black). Copies under a compute bar ran hidden "
+        "behind it.</p>\n");
+    lanes(&e);
     ao_emit_printf(&e,
                    "<h2>Per layer</h2>\n<table id=\"layers\"><tr><th>layer</th><th>buffers</th>"
                    "<th>tracked</th><th>offloads</th><th>offloaded</th><th>offload time</th>"

@@ -13,10 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum ao_rec_kind { AO_REC_D2H, AO_REC_H2D, AO_REC_WAIT };
+enum ao_rec_kind { AO_REC_D2H, AO_REC_H2D, AO_REC_WAIT, AO_REC_FWD, AO_REC_BWD };
 
 // A GPU interval that completed: an offload copy (D2H), a reload copy (H2D),
-// or the compute stream waiting for reloads (WAIT; bytes 0).
+// the compute stream waiting for reloads (WAIT; bytes 0), or a layer's
+// forward or backward compute (FWD, BWD; bytes 0; timed only when the
+// planner or a report that draws them asks: the HTML page's and the
+// trace's compute lane).
 void ao_rec_interval(int kind, int layer, int mb, uint64_t bytes, uint64_t gpu_start_ns,
                      uint64_t gpu_end_ns);
 // Copies issued for a layer: out (offload) or back (reload; missed: the

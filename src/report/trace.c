@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The Chrome/Perfetto trace-event file (AOSHIM_TRACE): one "X" slice per
-// offload copy and per reload copy on the side-stream tracks, instant events
+// offload copy and per reload copy on the side-stream tracks, one per
+// layer's forward and backward on the compute stream's track, instant events
 // for compute-stream waits and late reloads, and counter tracks for device
 // memory (total and per layer), offloaded bytes and the pinned host pool.
 //
@@ -60,7 +61,7 @@ void ao_report_trace(int fd)
     meta(&e, &first, pid, 0, "process_name", name);
     meta(&e, &first, pid, TID_D2H, "thread_name", "offload stream (D2H copies)");
     meta(&e, &first, pid, TID_H2D, "thread_name", "reload stream (H2D copies)");
-    meta(&e, &first, pid, TID_COMPUTE, "thread_name", "compute stream (waits on reloads)");
+    meta(&e, &first, pid, TID_COMPUTE, "thread_name", "compute stream (layers, waits on reloads)");
     meta(&e, &first, pid, TID_MEMORY, "thread_name", "memory (host clock)");
 
     uint64_t slices[2] = {0, 0};
@@ -68,6 +69,16 @@ void ao_report_trace(int fd)
         const ao_rec_span_t *s = &R.spans[i];
         double ts = (double)s->start / 1e3, dur = (double)(s->end - s->start) / 1e3;
         sep(&e, &first);
+        if (s->kind == AO_REC_FWD || s->kind == AO_REC_BWD) {
+            bool fwd = s->kind == AO_REC_FWD;
+            ao_emit_printf(&e,
+                           "{\"name\":\"%s L%d mb%d\",\"cat\":\"compute\",\"ph\":\"X\","
+                           "\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"layer\":%d,"
+                           "\"microbatch\":%d,\"pass\":\"%s\"}}",
+                           fwd ? "forward" : "backward", s->layer, s->mb, ts, dur, pid, TID_COMPUTE,
+                           s->layer, s->mb, fwd ? "forward" : "backward");
+            continue;
+        }
         if (s->kind == AO_REC_WAIT) {
             ao_emit_printf(
                 &e,

@@ -5,7 +5,8 @@
   check_report.py json REPORT.json SCHEMA.md   every documented field, right type
   check_report.py trace TRACE.json REPORT.json one slice per offload and reload
                                                copy, counter max == peak
-  check_report.py html PAGE.html               self-contained, SVG timeline, table
+  check_report.py html PAGE.html               self-contained, SVG timeline, GPU lanes,
+                                               legend, table
 
 Prints what it found; exit status 0 when all checks pass, 1 otherwise.
 """
@@ -141,6 +142,9 @@ def check_trace(trace, report):
             fail(f"no '{name}' counter")
     if not any(e.get("ph") == "C" and str(e.get("name", "")).startswith("resident layer ") for e in ev):
         fail("no per-layer resident counter")
+    comp = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "compute"]
+    if doc["layers"] and not comp:
+        fail("no compute slice (layer forward/backward) though layers were marked")
     waits = [e for e in ev if e.get("ph") == "i" and e.get("cat") == "wait"]
     print(f"trace: {len(ev)} events, {len(off)} offload and {len(rel)} reload slices, "
           f"{len(waits)} waits, device counter max {max(dev) if dev else None}")
@@ -163,7 +167,23 @@ def check_html(page):
     urls = set(re.findall(r"https?://[^\"' )]+", h)) - {"http://www.w3.org/2000/svg"}
     if urls:
         fail(f"the page names URLs: {sorted(urls)[:3]}")
-    print(f"html: {len(h)} bytes, {h.count('<polygon')} bands, {h.count('<tr>') - 1} table rows")
+    # The GPU lanes under the chart: compute, D2H, H2D, waits on one axis.
+    if '<svg id="lanes"' not in h:
+        fail("no GPU lanes")
+    else:
+        lanes = h[h.index('<svg id="lanes"'):]
+        lanes = lanes[:lanes.index("</svg>")]
+        for cls in ("fwd", "bwd", "d2h", "h2d"):
+            if f'<rect class="{cls}"' not in lanes:
+                fail(f"the lanes have no '{cls}' bar")
+        if lanes.count('class="tick"') < 2:
+            fail("the lanes' time axis has fewer than 2 ticks")
+        if 'id="hidden"' not in h:
+            fail("no line saying how much of the copying hid behind compute")
+    if '<div id="legend"' not in h or "layer 0</span>" not in h:
+        fail("no legend naming each layer's colour")
+    print(f"html: {len(h)} bytes, {h.count('<polygon')} bands, {h.count('<tr>') - 1} table rows, "
+          f"{h.count('<rect class=')} lane bars")
 
 
 def main():

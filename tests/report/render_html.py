@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Render the HTML report in a headless Chromium and check the picture is
-not blank. Skipped (exit 77) when no Chromium is installed."""
+not blank, then render its GPU lanes alone and check each lane (compute,
+D2H, H2D, waits) has bars drawn in it. Skipped (exit 77) when no Chromium
+is installed (scripts/deps.sh --with-browser installs Debian's). With
+AO_RENDER_PNG=path the page's screenshot is kept there."""
 import os
 import shutil
 import struct
@@ -56,24 +59,26 @@ def png_pixels(path):
 
 
 def main():
-    browser = next((shutil.which(b) for b in ("chromium", "chromium-headless", "chromium-browser",
+    browser = next((shutil.which(b) for b in ("chromium", "chromium-headless-shell",
+                                               "chromium-headless", "chromium-browser",
                                                "google-chrome", "headless_shell") if shutil.which(b)), None)
     rsvg = shutil.which("rsvg-convert")
     if not browser and not rsvg:
-        print("SKIP: no chromium / chromium-headless (nor rsvg-convert) installed; the HTML page is "
-              "checked by the 'report' test without rendering")
+        print("SKIP: no chromium / chromium-headless-shell (nor rsvg-convert) installed "
+              "(scripts/deps.sh --with-browser installs it); the HTML page is checked by the "
+              "'report' test without rendering")
         return 77
     with tempfile.TemporaryDirectory() as d:
         page = os.path.join(d, "run.html")
-        r = runner.run({"AOSHIM_REPORT_HTML": page})
+        # Three steps: the lanes show the one before the last, here a
+        # steady step rather than the first (which pins the host pool).
+        r = runner.run({"AOSHIM_REPORT_HTML": page}, args=runner.WORKLOAD.replace("--steps 2", "--steps 3"))
         if r.returncode != 0 or not os.path.exists(page):
             print(f"FAIL: run exit {r.returncode}:\n{r.stderr[-2000:]}")
             return 1
         png = os.path.join(d, "run.png")
         if browser:
-            subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
-                            f"--screenshot={png}", "--window-size=1100,800", "file://" + page],
-                           capture_output=True, timeout=120)
+            shoot(browser, page, png, "1100,1250")
         else:
             # No browser: render the page's SVG timeline alone with librsvg.
             html = open(page, encoding="utf-8").read()
@@ -93,7 +98,71 @@ def main():
         if differ < w * h // 50 or colors < 8:
             print("FAIL: the rendered page is (nearly) blank")
             return 1
-    return 0
+        keep = os.environ.get("AO_RENDER_PNG")
+        if keep:
+            shutil.copyfile(png, keep)
+            print(f"screenshot kept: {keep}")
+        return lanes(browser, rsvg, open(page, encoding="utf-8").read(), d)
+
+
+def shoot(browser, url_path, png, size):
+    subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
+                    "--force-device-scale-factor=1", f"--screenshot={png}",
+                    f"--window-size={size}", "file://" + url_path],
+                   capture_output=True, timeout=120)
+
+
+# The lanes' geometry in src/report/html.c: lanes LT + i * (LH + LG) high
+# LH, from x = ML to W - MR; the axis's tick labels under them.
+W, ML, MR, LT, LH, LG = 960, 70, 20, 8, 24, 8
+
+
+def bar(px):
+    """A bar's pixel: a layer's colour (saturated) or a wait's (near black);
+    the lane's background and the tick lines, even anti-aliased, are grey."""
+    return max(px) - min(px) > 40 or sum(px) < 200
+
+
+def lanes(browser, rsvg, html, d):
+    """The lanes drawn alone, at (0, 0): each lane holds bars (coloured
+    pixels, not the grey background or tick lines), the waits lane when
+    the page has waits; the axis has its labels."""
+    svg = html[html.index('<svg id="lanes"'):]
+    svg = svg[:svg.index("</svg>") + 6]
+    png = os.path.join(d, "lanes.png")
+    if browser:
+        page = os.path.join(d, "lanes.html")
+        with open(page, "w", encoding="utf-8") as f:
+            f.write("<!DOCTYPE html><html><body style=\"margin:0\">" + svg + "</body></html>")
+        shoot(browser, page, png, f"{W},200")
+    else:
+        path = os.path.join(d, "lanes.svg")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(svg)
+        subprocess.run([rsvg, "-b", "white", path, "-o", png], capture_output=True, timeout=120)
+    if not os.path.exists(png):
+        print("FAIL: the lanes were not rendered")
+        return 1
+    w, h, rows, bpp = png_pixels(png)
+    bad = 0
+    names = ("compute", "D2H copies", "H2D copies", "waits")
+    for i, name in enumerate(names):
+        y0 = LT + i * (LH + LG)
+        drawn = sum(1 for y in range(y0 + 2, y0 + LH - 2) for x in range(ML + 1, W - MR - 1)
+                    if bar(rows[y][x * bpp:x * bpp + 3]))
+        need = name != "waits" or 'class="wait"' in svg
+        print(f"lane {name}: {drawn} pixels drawn")
+        if need and drawn < 20:
+            bad += 1
+            print(f"FAIL: the {name} lane is empty")
+    axis = LT + 4 * (LH + LG)
+    ink = sum(1 for y in range(axis + 4, min(axis + 18, h)) for x in range(ML, W - MR)
+              if sum(rows[y][x * bpp:x * bpp + 3]) < 300)
+    print(f"axis labels: {ink} dark pixels")
+    if ink < 30:
+        bad += 1
+        print("FAIL: the lanes' time axis has no tick labels")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
