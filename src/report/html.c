@@ -244,9 +244,9 @@ static int cmp_span_start(const void *a, const void *b)
 }
 
 // The GPU time window the lanes show: one whole step, the one before the
-// last (the last step's closing intervals are still unread when the
-// program exits: the report never calls CUDA), else the whole run. A step
-// starts where the first layer's forward of the first microbatch starts.
+// last (a step is known to end only where the next one starts), else the
+// whole run. A step starts where the first layer's forward of the first
+// microbatch starts.
 typedef struct window_s {
     uint64_t t0, t1;
     int steps; // step starts seen
