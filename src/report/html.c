@@ -433,8 +433,8 @@ static void lanes(ao_emitter_t *e)
     if (w.steps >= 2)
         ao_emit_printf(e,
                        "<p id=\"window\">Step %d of %d shown (GPU %.3f to %.3f ms): the one before "
-                       "the last, whose closing intervals were still unread when the program "
-                       "exited. Bars that touch at this scale are drawn as one (its tooltip "
+                       "the last, the last whole step whose end is known (where the next one "
+                       "starts). Bars that touch at this scale are drawn as one (its tooltip "
                        "counts them).</p>\n",
                        w.steps - 1, w.steps, (double)w.t0 / 1e6, (double)w.t1 / 1e6);
     hidden_line(e, &w, n[0]);
