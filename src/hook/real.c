@@ -55,12 +55,15 @@ void *ao_dlsym_real(void *handle, const char *name)
 // --- runtime --------------------------------------------------------------------
 // RTLD_NEXT finds the program's libcudart when it is in the global scope. A
 // runtime loaded later with RTLD_LOCAL (a Python extension's dependency) is
-// not, so fall back to asking the already-loaded library by its soname.
+// not, so fall back to asking the already-loaded library by its soname:
+// CUDA 13's or CUDA 12's, whichever the process has (never both: a program
+// mixing the two would have two runtimes).
 static void *runtime_sym(const char *name)
 {
+    static const char *const sonames[] = {"libcudart.so.13", "libcudart.so.12"};
     void *p = dlsym(RTLD_NEXT, name);
-    if (!p) {
-        void *h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+    for (size_t i = 0; !p && i < sizeof sonames / sizeof *sonames; i++) {
+        void *h = dlopen(sonames[i], RTLD_NOW | RTLD_NOLOAD);
         if (h) p = ao_dlsym_real(h, name);
     }
     return p;
@@ -72,6 +75,24 @@ void ao_real_runtime_init(void)
     if (!ao_real.name) __atomic_store_n(&ao_real.name, runtime_sym(#name), __ATOMIC_RELEASE);
     AO_REAL_RUNTIME(X)
 #undef X
+}
+
+// Asked lazily, not at load: a runtime loaded after the shim is only seen
+// then. 0 is not stored, so a later call asks again; racing first calls
+// store the same value.
+int ao_real_runtime_version(void)
+{
+    static int version;
+    int v = __atomic_load_n(&version, __ATOMIC_ACQUIRE);
+    if (v) return v;
+    cudaError_t (*get)(int *) = __atomic_load_n(&ao_real.cudaRuntimeGetVersion, __ATOMIC_ACQUIRE);
+    if (!get) {
+        ao_real_runtime_init();
+        get = __atomic_load_n(&ao_real.cudaRuntimeGetVersion, __ATOMIC_ACQUIRE);
+    }
+    if (!get || get(&v) != cudaSuccess || v <= 0) return 0;
+    __atomic_store_n(&version, v, __ATOMIC_RELEASE);
+    return v;
 }
 
 // --- driver -------------------------------------------------------------------------
@@ -89,6 +110,24 @@ static bool optional(const char *sym)
     return false;
 }
 
+// The headers' version, or an older driver's own: a driver refuses a
+// version above its own (CUDA_ERROR_INVALID_VALUE), as a 12.x driver under a
+// CUDA 12 runtime would. Asked at that driver's version, each name gives the
+// newest ABI the driver has, which for every entry here has the prototype
+// aoshim calls. Set once, in driver_init.
+static int ask_version = CUDA_VERSION;
+
+// The version each driver entry point is asked for: ask_version, so the
+// newest ABI of a name comes back, except where CUDA 13 gave the name a new
+// ABI that aoshim does not call: those are asked for at the version the
+// table gives (introduced). At 13000 cuCtxGetDevice is cuCtxGetDevice_v2
+// (device, context): called with the device alone it would read a stray
+// context.
+static int abi_version(const char *sym, int introduced)
+{
+    return strcmp(sym, "cuCtxGetDevice") == 0 ? introduced : ask_version;
+}
+
 static void driver_init(void)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
@@ -103,12 +142,17 @@ static void driver_init(void)
         ao_log(AO_LOG_WARN, "libcuda.so.1 has no cuGetProcAddress_v2: offloading disabled");
         return;
     }
+    CUresult (*driver_version)(int *) = (CUresult(*)(int *))ao_dlsym_real(h, "cuDriverGetVersion");
+    int dv = 0;
+    if (driver_version && driver_version(&dv) == CUDA_SUCCESS && dv > 0 && dv < ask_version)
+        ask_version = dv;
     bool ok = true;
 #define X(field, sym, ver, flags, ret, params)                                                     \
     {                                                                                              \
         void *p = NULL;                                                                            \
         CUdriverProcAddressQueryResult st;                                                         \
-        if ((gpa(sym, &p, CUDA_VERSION, flags, &st) != CUDA_SUCCESS || !p) && !optional(sym)) {    \
+        if ((gpa(sym, &p, abi_version(sym, ver), flags, &st) != CUDA_SUCCESS || !p) &&             \
+            !optional(sym)) {                                                                      \
             ao_log(AO_LOG_WARN, "driver entry point %s not found: offloading disabled", sym);      \
             ok = false;                                                                            \
         }                                                                                          \

@@ -14,6 +14,11 @@
 #include <stdbool.h>
 
 // X(name, return type, parameter list): runtime entry points hooked by aoshim.
+// One build serves libcudart.so.12 and .13: every name here has the same
+// prototype in CUDA 12.x and 13.0 (the names whose prototypes differ, such
+// as cudaMemPrefetchAsync, cudaMemAdvise, cudaStreamGetCaptureInfo and the
+// graph edge calls, are not hooked; tests/e2e/test_entry_points.c holds the
+// list and fails if one is exported).
 #define AO_REAL_RUNTIME(X)                                                                         \
     X(cudaMalloc, cudaError_t, (void **p, size_t n))                                               \
     X(cudaFree, cudaError_t, (void *p))                                                            \
@@ -100,7 +105,9 @@
        enum cudaDriverEntryPointQueryResult *st))                                                  \
     X(cudaGetDriverEntryPointByVersion_ptsz, cudaError_t,                                          \
       (const char *sym, void **fn, unsigned int ver, unsigned long long flags,                     \
-       enum cudaDriverEntryPointQueryResult *st))
+       enum cudaDriverEntryPointQueryResult *st))                                                  \
+    /* called, not hooked: which CUDA the program's runtime is (12 or 13) */                       \
+    X(cudaRuntimeGetVersion, cudaError_t, (int *v))
 
 // X(field, name looked up, version introduced, flags, return type, parameter
 // list): driver entry points, both those aoshim calls and those it wraps.
@@ -296,6 +303,9 @@ extern ao_real_t ao_real;
 
 // Runtime functions: resolved at load (dlsym is cheap and touches no GPU).
 void ao_real_runtime_init(void);
+// The program's runtime's CUDA version (cudaRuntimeGetVersion: 12090 for
+// CUDA 12.9), asked once; 0 when there is no runtime or it will not say.
+int ao_real_runtime_version(void);
 // Driver functions: dlopen("libcuda.so.1") and cuGetProcAddress, once, on
 // first need. Returns false (and warns once) when no driver can be loaded:
 // aoshim then stays a pass-through.

@@ -420,6 +420,10 @@ GRAPH_LAUNCH(cudaGraphLaunch, false)
 GRAPH_LAUNCH(cudaGraphLaunch_ptsz, true)
 
 // --- driver entry points handed out by the runtime ----------------------------------------
+// Without a version, the runtime answers with the ABI of its own CUDA
+// version, which is the program's runtime's (12.x or 13.x), not the one
+// aoshim was built against: a wrapper is substituted only for the ABI that
+// version gets. Unknown (0): no wrapper, the runtime's answer stands.
 #define ENTRY_POINT(name, ptsz)                                                                    \
     AO_EXPORT cudaError_t name(const char *sym, void **fn, unsigned long long flags,               \
                                enum cudaDriverEntryPointQueryResult *st)                           \
@@ -428,7 +432,7 @@ GRAPH_LAUNCH(cudaGraphLaunch_ptsz, true)
         cudaError_t r = ao_real.name(sym, fn, flags, st);                                          \
         if (r == cudaSuccess && fn && *fn)                                                         \
             ao_hook_substitute(                                                                    \
-                sym, fn, CUDART_VERSION,                                                           \
+                sym, fn, ao_real_runtime_version(),                                                \
                 flags == cudaEnableDefault && ptsz ? cudaEnablePerThreadDefaultStream : flags);    \
         return r;                                                                                  \
     }

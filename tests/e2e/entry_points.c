@@ -6,8 +6,13 @@
 //   path=<name> rc=<CUresult> tracked=<0|1> bytes_ok=<0|1>
 // tracked: aoshim counted a new tracked buffer; bytes_ok: a pattern written
 // through the pointer reads back. Run under LD_PRELOAD=libaoshim.so.
+// Then the runtime's version, and cuCtxSynchronize from
+// cudaGetDriverEntryPoint called with the ABI that version gets (CUDA 13:
+// cuCtxSynchronize_v2, with a context; CUDA 12: none):
+//   runtime=<version> abi=<v1|v2|other> rc=<CUresult>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -145,6 +150,28 @@ int main(void)
 #pragma GCC diagnostic pop
     try_async("cudaGetDriverEntryPoint:cuMemAllocAsync", (alloc_async_fn)a, (free_async_fn)f,
               (CUstream)stream);
+
+    // The version-less entry point answers with the runtime's own ABI. The
+    // simulated driver refuses a stray context, so calling with the other
+    // ABI's arguments fails whoever handed the pointer out.
+    int version = 0;
+    cudaRuntimeGetVersion(&version);
+    void *sync = NULL;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    cudaGetDriverEntryPoint("cuCtxSynchronize", &sync, cudaEnableDefault, &q);
+#pragma GCC diagnostic pop
+    const char *abi = !sync                                                ? "none"
+                      : sync == dlsym(RTLD_DEFAULT, "cuCtxSynchronize")    ? "v1"
+                      : sync == dlsym(RTLD_DEFAULT, "cuCtxSynchronize_v2") ? "v2"
+                                                                           : "other";
+    CUresult rc = CUDA_ERROR_NOT_FOUND;
+    CUcontext ctx = NULL;
+    if (sync && version >= 13000 && cuCtxGetCurrent(&ctx) == CUDA_SUCCESS)
+        rc = ((CUresult(*)(CUcontext))sync)(ctx);
+    else if (sync)
+        rc = ((CUresult(*)(void))sync)();
+    printf("runtime=%d abi=%s rc=%d\n", version, abi, (int)rc);
 
     // Outside a layer: never tracked.
     before = tracked();

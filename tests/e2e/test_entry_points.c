@@ -47,6 +47,24 @@ Test(entry_points, every_path_is_tracked_with_the_shim)
     cr_expect(strstr(out, "path=outside_layer rc=0 tracked=0 bytes_ok=1\n") != NULL, "%s", out);
 }
 
+// The runtime the program runs on (AO_TEST_CUDART: the meson variant's) and
+// the ABI its version-less cudaGetDriverEntryPoint hands out through
+// aoshim: CUDA 12 gets the context-less cuCtxSynchronize, CUDA 13 the _v2
+// that takes one, and each works called that way.
+Test(entry_points, driver_entry_point_has_the_runtimes_abi)
+{
+    const char *want_rt = getenv("AO_TEST_CUDART");
+    cr_assert(want_rt, "AO_TEST_CUDART not set by the test harness");
+    char out[8192], want[128];
+    for (int preload = 1; preload >= 0; preload--) {
+        run(preload, out, sizeof out);
+        snprintf(want, sizeof want, "runtime=%s abi=%s rc=0\n", want_rt,
+                 atoi(want_rt) >= 13000 ? "v2" : "v1");
+        cr_expect(strstr(out, want) != NULL, "preload=%d: missing \"%s\" in:\n%s", preload, want,
+                  out);
+    }
+}
+
 Test(entry_points, nothing_is_tracked_without_the_shim)
 {
     char out[8192], want[256];
@@ -290,6 +308,35 @@ Test(libaoshim, links_no_cuda_library_and_exports_only_its_api)
                       strncmp(name, "__cuda", 6) == 0 || strncmp(name, "nccl", 4) == 0 ||
                       strcmp(name, "dlsym\n") == 0,
                   "unexpected export %s", name);
+        // One build serves libcudart.so.12 and .13, so it hooks no runtime
+        // call whose prototype (or struct) differs between them: a hook
+        // would call one ABI's function with the other's arguments. The
+        // names (and their _ptsz, _v2, _v3 forms), from CUDA 12.9's and
+        // 13.0's cuda_runtime_api.h compared.
+        static const char *const differ[] = {
+            "cudaGraphAddDependencies",
+            "cudaGraphAddNode",
+            "cudaGraphGetEdges",
+            "cudaGraphKernelNodeCopyAttributes",
+            "cudaGraphNodeGetDependencies",
+            "cudaGraphNodeGetDependentNodes",
+            "cudaGraphRemoveDependencies",
+            "cudaMemAdvise",
+            "cudaMemPrefetchAsync",
+            "cudaMemcpy3DBatchAsync",
+            "cudaMemcpyBatchAsync",
+            "cudaSignalExternalSemaphoresAsync",
+            "cudaWaitExternalSemaphoresAsync",
+            "cudaStreamGetCaptureInfo",
+            "cudaStreamUpdateCaptureDependencies",
+            "cudaGetDeviceProperties",
+            "cudaPointerGetAttributes",
+        };
+        for (size_t i = 0; i < sizeof differ / sizeof *differ; i++) {
+            size_t n = strlen(differ[i]);
+            cr_expect(!(strncmp(name, differ[i], n) == 0 && (name[n] == '\n' || name[n] == '_')),
+                      "libaoshim.so hooks %s, whose ABI differs between CUDA 12 and 13", name);
+        }
     }
     cr_assert_eq(pclose(f), 0);
     cr_assert_gt(exported, 20);

@@ -291,11 +291,37 @@ SIM_EXPORT CUresult cuInit(unsigned int flags)
     return CUDA_SUCCESS;
 }
 
+// SIM_DRIVER_VERSION: the CUDA version this driver says it is, 13000 by
+// default. A lower one stands in for an older driver (a CUDA 12 runtime is
+// often run on a 12.x driver): cuDriverGetVersion reports it and
+// cuGetProcAddress refuses any version above it. Read at first use, not at
+// cuInit: both calls are valid before cuInit.
+static int driver_version = 13000;
+static pthread_once_t driver_version_once = PTHREAD_ONCE_INIT;
+
+static void driver_version_load(void)
+{
+    const char *v = getenv("SIM_DRIVER_VERSION");
+    if (!v || !*v) return;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < 12000 || n > 13000 || n % 10)
+        sim_cfg_die("SIM_DRIVER_VERSION", v, "a CUDA version from 12000 to 13000, e.g. 12090");
+    driver_version = (int)n;
+}
+
+int sim_driver_version(void)
+{
+    pthread_once(&driver_version_once, driver_version_load);
+    return driver_version;
+}
+
 SIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
 {
     // Valid before cuInit, as in the real driver.
     if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
-    *driverVersion = 13000;
+    *driverVersion = sim_driver_version();
     return CUDA_SUCCESS;
 }
 
@@ -876,15 +902,32 @@ SIM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     SIM_RET(CUDA_SUCCESS);
 }
 
-SIM_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+// CUDA 13's ABI of cuCtxGetDevice and cuCtxSynchronize (what
+// cuGetProcAddress hands out at 13000) takes the context, NULL for the
+// current one. A caller written for the older, argument-less ABI that asks
+// at 13000 passes whatever its second argument register holds: anything but
+// NULL or a live context is refused, as a real driver would.
+static CUresult ctx_arg_check(CUcontext ctx)
+{
+    if (!ctx) return sim_ctx_check();
+    if (!ctx_valid(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    return ctx->refcount > 0 ? CUDA_SUCCESS : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+}
+
+SIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     if (!device) SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    r = sim_ctx_check();
+    r = ctx_arg_check(ctx);
     if (r) SIM_RET(r);
     *device = 0;
     SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+{
+    return cuCtxGetDevice_v2(device, NULL);
 }
 
 SIM_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
@@ -921,17 +964,22 @@ SIM_EXPORT CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greates
     SIM_RET(CUDA_SUCCESS);
 }
 
-SIM_EXPORT CUresult cuCtxSynchronize(void)
+SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     SIM_FAIL_POINT(cuCtxSynchronize);
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
-    r = sim_ctx_check();
+    r = ctx_arg_check(ctx);
     if (r) SIM_RET(r);
     // Synchronising the device is a potentially unsafe call during capture.
     if ((r = sim_capture_unsafe_call())) SIM_RET(r);
     sim_device_sync();
     SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult cuCtxSynchronize(void)
+{
+    return cuCtxSynchronize_v2(NULL);
 }
 
 // --- memory info -----------------------------------------------------------------------------

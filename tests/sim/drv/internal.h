@@ -83,6 +83,8 @@ void sim_exit_line(void);
 // A bad SIM_* value: "simgpu: error: VAR='value': accepted" on stderr (one
 // line, whatever its length) and _exit(2). (core.c)
 __attribute__((noreturn)) void sim_cfg_die(const char *var, const char *val, const char *accepted);
+// The CUDA version the driver reports (SIM_DRIVER_VERSION, 13000 by default).
+int sim_driver_version(void);
 // CUresult by its cuda.h name ("CUDA_ERROR_OUT_OF_MEMORY"); false if unknown.
 bool sim_error_by_name(const char *name, CUresult *out);
 // cuda.h name of a code, or NULL for a code cuda.h does not define.

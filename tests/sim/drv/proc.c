@@ -650,6 +650,9 @@ CUresult sim_proc_lookup(const char *symbol, void **pfn, int version, cuuint64_t
     const cuuint64_t known =
         CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
     if (flags & ~known) return CUDA_ERROR_INVALID_VALUE;
+    // "If the specified CUDA version is greater than the driver version, the
+    // API will return CUDA_ERROR_INVALID_VALUE" (driver API reference).
+    if (version > sim_driver_version()) return CUDA_ERROR_INVALID_VALUE;
     pthread_once(&resolved, resolve);
     // DEFAULT means LEGACY_STREAM for a caller not built for per-thread
     // streams (cuda.h); such callers' headers pass the flag explicitly.

@@ -84,6 +84,11 @@ static void load(void)
     __typeof__(cuGetProcAddress) *gpa =
         (__typeof__(cuGetProcAddress) *)dlsym(h, "cuGetProcAddress_v2");
     if (!gpa) return;
+    // Built against CUDA 13, it asks at 13.0, or at an older driver's own
+    // version: asking above the driver's is an error.
+    int ver = 13000, drv_ver = 0;
+    CUresult (*dv)(int *) = (CUresult(*)(int *))dlsym(h, "cuDriverGetVersion");
+    if (dv && dv(&drv_ver) == CUDA_SUCCESS && drv_ver > 0 && drv_ver < ver) ver = drv_ver;
     struct {
         const char *name;
         void **slot;
@@ -102,7 +107,7 @@ static void load(void)
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         CUdriverProcAddressQueryResult q;
-        if (gpa(want[i].name, want[i].slot, 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &q) !=
+        if (gpa(want[i].name, want[i].slot, ver, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &q) !=
                 CUDA_SUCCESS ||
             !*want[i].slot)
             return;

@@ -523,15 +523,15 @@ RT_EXPORT cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr
                                               unsigned long long flags,
                                               enum cudaDriverEntryPointQueryResult *driverStatus)
 {
-    // Without a version the runtime asks for its own ABI (CUDART_VERSION).
-    return rt_entry_point(symbol, funcPtr, CUDART_VERSION, flags, driverStatus, false);
+    // Without a version the runtime asks for its own ABI (12.9 or 13.0).
+    return rt_entry_point(symbol, funcPtr, SIMRT_VERSION, flags, driverStatus, false);
 }
 
 RT_EXPORT cudaError_t
 cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags,
                              enum cudaDriverEntryPointQueryResult *driverStatus)
 {
-    return rt_entry_point(symbol, funcPtr, CUDART_VERSION, flags, driverStatus, true);
+    return rt_entry_point(symbol, funcPtr, SIMRT_VERSION, flags, driverStatus, true);
 }
 
 RT_EXPORT cudaError_t cudaGetDriverEntryPointByVersion(

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Internals of the simulated CUDA runtime (libcudart.so.13 look-alike).
+// Internals of the simulated CUDA runtime (libcudart.so.13 look-alike, and
+// libcudart.so.12 from the same sources with SIMRT_CUDA12 defined).
 //
 // Layering as in the real library: the runtime never links the driver. At
 // first use it dlopens libcuda.so.1, takes cuGetProcAddress_v2 with dlsym
@@ -28,6 +29,18 @@
 #include "simgpu.h"
 
 #define RT_EXPORT __attribute__((visibility("default")))
+
+// The runtime's own CUDA version: what cudaRuntimeGetVersion reports, the
+// ABI it asks the driver for, and the version cudaGetDriverEntryPoint
+// resolves at. These headers are CUDA 13's; the libcudart.so.12 build
+// (SIMRT_CUDA12) answers as CUDA 12.9, the last CUDA 12 release, so every
+// base name resolves to the ABI a CUDA 12 runtime gets (cuCtxSynchronize
+// without a context, not CUDA 13's cuCtxSynchronize_v2).
+#ifdef SIMRT_CUDA12
+#define SIMRT_VERSION 12090
+#else
+#define SIMRT_VERSION CUDART_VERSION
+#endif
 
 // --- driver entry points -------------------------------------------------------
 // X(name): resolved with CU_GET_PROC_ADDRESS_LEGACY_STREAM into field `name`

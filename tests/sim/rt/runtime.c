@@ -51,10 +51,11 @@ static const rt_entry_t rt_entries[] = {RT_DRIVER_TABLE(RT_ENTRY_X, RT_ENTRY_P, 
 #undef RT_ENTRY_P
 #undef RT_ENTRY_S
 
-// The version the runtime asks the driver for: the runtime's own (13.0), so
-// that base names resolve to the CUDA 13 ABI (cuMemAlloc -> cuMemAlloc_v2,
-// cuEventElapsedTime -> cuEventElapsedTime_v2, ...).
-#define RT_DRIVER_ABI 13000
+// The version the runtime asks the driver for: the runtime's own (13.0, or
+// 12.9 for libcudart.so.12), so that base names resolve to that ABI
+// (cuMemAlloc -> cuMemAlloc_v2, cuEventElapsedTime -> cuEventElapsedTime_v2,
+// cuCtxSynchronize -> cuCtxSynchronize_v2 from 13.0 only, ...).
+#define RT_DRIVER_ABI SIMRT_VERSION
 
 static void rt_load(void)
 {
@@ -189,7 +190,7 @@ RT_EXPORT cudaError_t cudaPeekAtLastError(void)
 RT_EXPORT cudaError_t cudaRuntimeGetVersion(int *runtimeVersion)
 {
     if (!runtimeVersion) return rt_ret(cudaErrorInvalidValue);
-    *runtimeVersion = CUDART_VERSION;
+    *runtimeVersion = SIMRT_VERSION;
     return cudaSuccess;
 }
 
@@ -240,7 +241,14 @@ RT_EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
     cudaError_t e = rt_enter();
     if (e != cudaSuccess) return rt_ret(e);
+#if SIMRT_VERSION >= 13000
+    // Asked for at 13.0 the name is cuCtxSynchronize_v2, which takes the
+    // context (the driver refuses a stray one): this thread's.
+    return rt_ret_cu(
+        ((__typeof__(cuCtxSynchronize_v2) *)(void *)rt_drv.cuCtxSynchronize)(t_ctx_set));
+#else
     return rt_ret_cu(rt_drv.cuCtxSynchronize());
+#endif
 }
 
 RT_EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
@@ -257,6 +265,12 @@ RT_EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr att
     return rt_ret_cu(r);
 }
 
+#if SIMRT_VERSION >= 13000
+// CUDA 13 only. CUDA 12 exports cudaGetDeviceProperties_v2 (cuda_runtime_api.h
+// 12.x renames the call to it) and a legacy cudaGetDeviceProperties, each
+// with a different struct cudaDeviceProp from CUDA 13's (1032 bytes in 12.9,
+// 1008 in 13.0): the installed headers describe neither, so libcudart.so.12
+// leaves both out rather than fill a struct of the wrong layout.
 typedef struct rt_prop_field_s {
     CUdevice_attribute attr;
     size_t offset;
@@ -347,6 +361,7 @@ RT_EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int d
     }
     return cudaSuccess;
 }
+#endif
 
 // --- kernel registry ----------------------------------------------------------------------
 // Host symbol -> CUfunction, open addressing. Written under a mutex, read

@@ -135,6 +135,16 @@ Test(core, contexts)
     cr_assert_eq(cuCtxGetDevice(&d), CUDA_SUCCESS);
     cr_assert_eq(d, 0);
     cr_assert_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+    // CUDA 13's forms: NULL or a live context; a stray one (a caller of the
+    // older ABI passes whatever its argument register holds) is refused.
+    d = -1;
+    cr_assert_eq(cuCtxGetDevice_v2(&d, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cuCtxGetDevice_v2(&d, c), CUDA_SUCCESS);
+    cr_assert_eq(d, 0);
+    cr_assert_eq(cuCtxGetDevice_v2(&d, (CUcontext)&d), CUDA_ERROR_INVALID_CONTEXT);
+    cr_assert_eq(cuCtxSynchronize_v2(NULL), CUDA_SUCCESS);
+    cr_assert_eq(cuCtxSynchronize_v2(c), CUDA_SUCCESS);
+    cr_assert_eq(cuCtxSynchronize_v2((CUcontext)&d), CUDA_ERROR_INVALID_CONTEXT);
     unsigned flags = 1;
     int active = 0;
     cr_assert_eq(cuDevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
@@ -253,6 +263,32 @@ static void bad_gbps(void)
     cuInit(0);
 }
 
+static void bad_driver_version(void)
+{
+    setenv("SIM_DRIVER_VERSION", "14000", 1);
+    int v;
+    cuDriverGetVersion(&v);
+}
+
+// An older driver (SIM_DRIVER_VERSION) says so and refuses lookups above its
+// version, as the driver API reference says a real one does.
+static void driver_12090_env(void)
+{
+    setenv("SIM_DRIVER_VERSION", "12090", 1);
+}
+
+Test(core, older_driver_version, .init = driver_12090_env)
+{
+    int v = 0;
+    cr_assert_eq(cuDriverGetVersion(&v), CUDA_SUCCESS);
+    cr_assert_eq(v, 12090);
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st;
+    cr_assert_eq(cuGetProcAddress_v2("cuMemAlloc", &fn, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuGetProcAddress_v2("cuCtxSynchronize", &fn, 12090, 0, &st), CUDA_SUCCESS);
+    cr_assert_eq(fn, dlsym(RTLD_DEFAULT, "cuCtxSynchronize"));
+}
+
 Test(core, bad_config_exits_2)
 {
     char buf[1024];
@@ -261,6 +297,8 @@ Test(core, bad_config_exits_2)
     cr_assert_eq(strchr(buf, '\n'), buf + strlen(buf) - 1, "one line: %s", buf);
     cr_assert_eq(run_child_capture(bad_profile, buf, sizeof buf), 2);
     cr_assert(strstr(buf, "SIM_PROFILE='v100'"), "got: %s", buf);
+    cr_assert_eq(run_child_capture(bad_driver_version, buf, sizeof buf), 2);
+    cr_assert(strstr(buf, "SIM_DRIVER_VERSION='14000'"), "got: %s", buf);
     cr_assert_eq(run_child_capture(bad_bool, buf, sizeof buf), 2);
     cr_assert(strstr(buf, "SIM_NODATA='maybe'"), "got: %s", buf);
     cr_assert_eq(run_child_capture(bad_gbps, buf, sizeof buf), 2);
@@ -407,6 +445,11 @@ Test(proc, per_thread_variants)
         {"cuStreamBeginCapture", 10000, "cuStreamBeginCapture", "cuStreamBeginCapture_ptsz"},
         {"cuEventElapsedTime", 13000, "cuEventElapsedTime_v2", NULL},
         {"cuEventElapsedTime", 12000, "cuEventElapsedTime", NULL},
+        // CUDA 13 gave both a context argument; a CUDA 12 caller gets none.
+        {"cuCtxSynchronize", 13000, "cuCtxSynchronize_v2", NULL},
+        {"cuCtxSynchronize", 12090, "cuCtxSynchronize", NULL},
+        {"cuCtxGetDevice", 13000, "cuCtxGetDevice_v2", NULL},
+        {"cuCtxGetDevice", 12090, "cuCtxGetDevice", NULL},
         {"cuEventDestroy", 12000, "cuEventDestroy_v2", NULL},
         {"cuStreamDestroy", 12000, "cuStreamDestroy_v2", NULL},
         {"cuDevicePrimaryCtxRelease", 12000, "cuDevicePrimaryCtxRelease_v2", NULL},

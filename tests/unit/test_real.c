@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: MIT
+// aoshim's driver table (hook/real.c) against the simulated driver, which
+// exports both ABIs of the names CUDA 13 changed: every entry must be the
+// ABI aoshim calls, never the newest one the driver has under that name.
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+
+#include "hook/real.h"
+
+Test(real, driver_entry_points_have_the_abi_aoshim_calls)
+{
+    cr_assert(ao_real_driver(), "the simulated libcuda.so.1 is on LD_LIBRARY_PATH (meson env)");
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(h);
+    // Without CUDA 13's two-argument forms this test could not fail.
+    cr_assert_not_null(dlsym(h, "cuCtxGetDevice_v2"));
+    cr_assert_not_null(dlsym(h, "cuCtxSynchronize_v2"));
+    cr_expect_eq((void *)ao_real.cuCtxGetDevice, dlsym(h, "cuCtxGetDevice"),
+                 "cuCtxGetDevice(device) is called with one argument");
+    cr_expect_eq((void *)ao_real.cuCtxSynchronize, dlsym(h, "cuCtxSynchronize"),
+                 "cuCtxSynchronize() is called with none");
+}
