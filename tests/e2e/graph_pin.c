@@ -123,6 +123,11 @@ static void *lookup(const char *name, int version)
 {
     void *fn = NULL;
     CUdriverProcAddressQueryResult q;
+    // A version above the driver's is refused (cuda.h): under a 12.x driver
+    // ask at the driver's own.
+    int driver = 0;
+    CHECK(cuDriverGetVersion(&driver));
+    if (version > driver) version = driver;
     CHECK(cuGetProcAddress_v2(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &q));
     return fn;
 }
