@@ -86,6 +86,11 @@ workload "aoshim-run" "$out" "$st"
 [ -f "$stage/run-3.json" ] || fail "aoshim-run --report run-%r.json with RANK=3 wrote no run-3.json"
 out=$("$report" "$stage/run-3.json" 2>&1) || fail "aoshim-report: $(last_line "$out")"
 grep -q 'peak device memory' <<<"$out" || fail "aoshim-report printed no summary"
+st=0
+out=$("$run" --set MIN_BYTES=64K --layers auto --budget 1M -- "$ts" "${args[@]}" 2>&1) || st=$?
+workload "aoshim-run --layers auto --budget 1M" "$out" "$st"
+grep -q '^aoshim: offload plan .*budget \(is\|of\) 1.0 MiB' <<<"$out" ||
+    fail "aoshim-run --budget 1M: no offload plan under a 1 MiB budget"
 unset LD_LIBRARY_PATH SIM_QUIET
 
 # --- pkg-config and the header --------------------------------------------------------
