@@ -17,6 +17,7 @@ bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async)
 {
     if (ao_in_hook || ao_engine_off || !out) return false;
     if (!ao_cuda_touched) ao_cuda_touched = true; // written once: no shared-line traffic after
+    ao_engine_thread_seen();
     if (async) ao_engine_note_stream(stream);
     if (!ao_engine_in_scope()) return false;
     if (n < ao_config.min_bytes || !n) {
@@ -49,7 +50,13 @@ void ao_hook_passed(CUdeviceptr p, size_t n)
 
 int ao_hook_free(CUdeviceptr p, CUstream stream, bool async)
 {
+    // After aoshim gave everything back at exit, a thread of the program
+    // still running may free a buffer it had: done already (before: the
+    // real allocator refused the address, and the program took the error
+    // for its own and exited a second time, racing the first exit).
+    if (ao_engine_off && p && ao_vmm_retired(p)) return 1;
     if (ao_in_hook || !p || ao_engine_off) return 0;
+    ao_engine_thread_seen();
     if (ao_vmm_owns(p)) {
         ao_in_hook++;
         CUresult r = ao_engine_free(p, stream, async);

@@ -225,6 +225,15 @@ CUresult ao_phys_unmap(CUdeviceptr p, size_t size, const ao_phys_t *ph)
 }
 
 // --- exit -------------------------------------------------------------------------------
+static CUdeviceptr retired_base;
+static size_t retired_size;
+
+bool ao_vmm_retired(CUdeviceptr p)
+{
+    size_t size = __atomic_load_n(&retired_size, __ATOMIC_ACQUIRE);
+    return size && p - __atomic_load_n(&retired_base, __ATOMIC_RELAXED) < size;
+}
+
 CUresult ao_vmm_fini(bool free_range)
 {
     CUresult first = CUDA_SUCCESS;
@@ -236,8 +245,10 @@ CUresult ao_vmm_fini(bool free_range)
     }
     size_t size = __atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE);
     if (!size) return first;
-    // Nothing is aoshim's any more: a launch scan or a free on another thread
-    // passes through from here, and the range may be the driver's to reuse.
+    // Nothing is aoshim's any more: a launch scan on another thread passes
+    // through from here, and the range may be the driver's to reuse.
+    __atomic_store_n(&retired_base, ao_vmm.base, __ATOMIC_RELAXED);
+    __atomic_store_n(&retired_size, size, __ATOMIC_RELEASE);
     __atomic_store_n(&ao_vmm.size, 0, __ATOMIC_RELEASE);
     if (free_range) {
         CUresult r = ao_real.cuMemAddressFree(ao_vmm.base, size);

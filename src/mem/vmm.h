@@ -104,5 +104,9 @@ size_t ao_phys_trim(void);
 // (ao_vmm_owns answers false). Each call is tried twice; CUDA_SUCCESS or the
 // first error that stayed (what it could not give back is left to the driver).
 CUresult ao_vmm_fini(bool free_range);
+// A pointer in the range ao_vmm_fini gave up: a buffer aoshim released at
+// exit, which a program thread still running may free (that free has
+// nothing left to do, and must not reach the real allocator).
+bool ao_vmm_retired(CUdeviceptr p);
 
 #endif // AO_VMM_H

@@ -76,8 +76,8 @@ struct ao_chunk_s {
     // it stays on the device (a replay cannot wait for a reload). One per
     // pin set (graph pins below) naming it with this generation.
     unsigned graph_pins;
-    unsigned gen;      // bumped at each recycle: a pin of an earlier life is stale
-    bool reloaded;     // came back this step: another stream must wait for that once
+    unsigned gen;  // bumped at each recycle: a pin of an earlier life is stale
+    bool reloaded; // came back this step: another stream must wait for that once
     // Brought back ahead of its backward (prefetch) and untouched since: its
     // host copy is kept, so the memory can be taken back when the program
     // runs out (ao_engine_trim) and the layer reloaded at its backward.
@@ -330,8 +330,35 @@ static void note_stream_locked(CUstream s)
                   AO_MAX_STREAMS, AO_MAX_STREAMS);
 }
 
+// Threads of the program that went through aoshim and have not exited (the
+// main thread never runs key destructors: it counts until the process ends).
+static int user_threads;
+static pthread_key_t user_key;
+static pthread_once_t user_once = PTHREAD_ONCE_INIT;
+AO_TLS bool ao_tls_thread_seen;
+
+static void user_gone(void *unused)
+{
+    (void)unused;
+    __atomic_sub_fetch(&user_threads, 1, __ATOMIC_ACQ_REL);
+}
+
+static void user_key_init(void)
+{
+    pthread_key_create(&user_key, user_gone);
+}
+
+void ao_engine_thread_seen_slow(void)
+{
+    ao_tls_thread_seen = true;
+    pthread_once(&user_once, user_key_init);
+    pthread_setspecific(user_key, (void *)1);
+    __atomic_add_fetch(&user_threads, 1, __ATOMIC_ACQ_REL);
+}
+
 void ao_engine_note_stream_slow(CUstream s)
 {
+    ao_engine_thread_seen();
     if (!ao_tls_stream_explicit || !ao_tls_stream_set) ao_tls_stream = s;
     ao_tls_noted = s;
     ao_tls_stream_set = true;
@@ -1427,6 +1454,7 @@ static void plan_step(void)
 static int enter(void)
 {
     if (ao_engine_off) return AOSHIM_EDISABLED;
+    ao_engine_thread_seen();
     if (ao_engine_declined) {
         WARN_ONCE("not offloading: %s", ao_engine_declined);
         return AOSHIM_EDISABLED;
@@ -1633,7 +1661,7 @@ int ao_engine_backward_begin(int layer)
         ao_scope_t *s = scope_find(l, mb);
         if (!s || s->state != AO_RELOADING) continue;
         if (!w0) w0 = record(cs, true);
-        ao_real.cuStreamWaitEvent(cs, s->ev_reloaded, 0);
+        gpu_wait(cs, s->ev_reloaded);
         for (ao_chunk_t *c = s->chunks; c; c = c->next)
             if (c->state == AO_RELOADING) {
                 set_safe_stream(c, cs); // launches on cs need no more than this wait
@@ -2161,7 +2189,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
             ao_real.cuEventSynchronize(sc->ev_reloaded);
             poll_locked();
         } else if (c->safe_stream != s) {
-            ao_real.cuStreamWaitEvent(s, sc->ev_reloaded, 0);
+            gpu_wait(s, sc->ev_reloaded);
             if (!c->safe_stream) {
                 set_safe_stream(c, s);
                 chunk_set(c, AO_RELOADING);
@@ -2327,6 +2355,11 @@ void ao_engine_flush(void)
 void ao_engine_shutdown(void)
 {
     if (!__atomic_load_n(&E.ready, __ATOMIC_ACQUIRE)) return;
+    // Another thread of the program still running (exit() from one thread
+    // while others train, an autograd thread pool) could touch a buffer
+    // after its memory was given back: a fault. Then everything is left to
+    // the driver, which reclaims it with the context.
+    if (__atomic_load_n(&user_threads, __ATOMIC_ACQUIRE) > (ao_tls_thread_seen ? 1 : 0)) return;
     bool locked = false;
     for (int i = 0; i < 200 && !(locked = pthread_mutex_trylock(&E.mu) == 0); i++)
         usleep(500);

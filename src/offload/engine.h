@@ -61,6 +61,15 @@ static inline void ao_engine_note_stream(CUstream s)
 {
     if (!ao_tls_stream_set || ao_tls_noted != s) ao_engine_note_stream_slow(s);
 }
+// This thread used CUDA through aoshim: counted until it exits, so that the
+// clean-up at exit knows whether another such thread may still touch a
+// buffer (one TLS test on the paths that call it).
+extern AO_TLS bool ao_tls_thread_seen;
+void ao_engine_thread_seen_slow(void);
+static inline void ao_engine_thread_seen(void)
+{
+    if (!ao_tls_thread_seen) ao_engine_thread_seen_slow();
+}
 // The program destroyed this stream: never record on it again.
 void ao_engine_forget_stream(CUstream s);
 

@@ -11,13 +11,15 @@
 // (3 steps, one thread) and stress_threads (a training loop against three
 // other threads). The matrix is printed; the README carries it.
 //
-// Also wrong, in any cell: something left behind at exit (the simulator's
-// live_handles, live_mappings, live_pinned_bytes differ from those of the
-// same program run without aoshim); and, in an error cell, the wrong number
-// of aoshim lines: exactly one (what failed, what aoshim did) when the call
-// that failed was aoshim's own, none when it was the program's and aoshim
-// passed the error through. Whose call it was, the simulator says
-// (SIM_FAIL_CALLERS=1: the modules on the stack of the failed call).
+// Also wrong: something left behind at exit (the simulator's live_handles,
+// live_mappings, live_pinned_bytes differ from those of the same program run
+// without aoshim), in every cell of train_step and in the cells of
+// stress_threads that end normally (an error exit there leaves the program's
+// other threads running, and aoshim then leaves its memory to the driver);
+// and, in an error cell, the wrong number of aoshim lines: exactly one (what failed, what aoshim
+// did) when the call that failed was aoshim's own, none when it was the program's and aoshim passed
+// the error through. Whose call it was, the simulator says (SIM_FAIL_CALLERS=1: the modules on the
+// stack of the failed call).
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <stdio.h>
@@ -36,6 +38,11 @@ typedef struct workload_s {
     const char *prog_var; // harness variable with the program's path
     const char *args;
     const char *const *env;
+    // An error exit (one thread's exit() while the others run) leaves other
+    // threads of the program running: aoshim then gives nothing back at exit
+    // (a running thread could still touch a buffer; the driver reclaims it),
+    // so only the cells that end normally are checked for leaks.
+    bool threads;
 } workload_t;
 
 static const char *const train_env[] = {NULL};
@@ -173,7 +180,8 @@ static outcome_t judge(const workload_t *w, const e2e_result_t *r, const char *w
     if (o == WRONG) return o;
     live_t l;
     if (!live_of(r, &l)) return *why = "no exit line", WRONG;
-    if (l.handles != bare->handles || l.mappings != bare->mappings || l.pinned != bare->pinned)
+    if ((o == SAME || !w->threads) &&
+        (l.handles != bare->handles || l.mappings != bare->mappings || l.pinned != bare->pinned))
         return *why = "leak", WRONG;
     if (o == ERROR) {
         int own = aoshim_made_it(r), lines = new_aoshim_lines(r->err, clean->err);
@@ -242,20 +250,20 @@ static void matrix(const workload_t *w)
 
 Test(fault_matrix, train_step, .timeout = 900)
 {
-    workload_t w = {"train_step", "TRAIN_STEP", TRAIN_ARGS, train_env};
+    workload_t w = {"train_step", "TRAIN_STEP", TRAIN_ARGS, train_env, false};
     matrix(&w);
 }
 
 Test(fault_matrix, stress_threads, .timeout = 900)
 {
-    workload_t w = {"stress_threads", "AO_STRESS_THREADS", "", stress_env};
+    workload_t w = {"stress_threads", "AO_STRESS_THREADS", "", stress_env, true};
     matrix(&w);
 }
 
 // Failures in runs, where a single retry does not help.
 static void same_as_clean(const char *fail, const char *line, int times)
 {
-    workload_t w = {"train_step", "TRAIN_STEP", TRAIN_ARGS, train_env};
+    workload_t w = {"train_step", "TRAIN_STEP", TRAIN_ARGS, train_env, false};
     e2e_result_t clean, r;
     run(&w, NULL, &clean);
     run(&w, fail, &r);
@@ -295,7 +303,7 @@ Test(fault_matrix, event_calls_fail_for_a_while, .timeout = 120)
 // faulted, exit 86.)
 static void clear_error(const char *fail)
 {
-    workload_t w = {"train_step", "TRAIN_STEP", TRAIN_ARGS, train_env};
+    workload_t w = {"train_step", "TRAIN_STEP", TRAIN_ARGS, train_env, false};
     e2e_result_t r;
     run(&w, fail, &r);
     const char *why;
