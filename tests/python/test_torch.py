@@ -172,3 +172,18 @@ def test_torchrun_ddp_each_rank(tmp_path):
     assert len(per_rank(base.stdout)) == 2
     for rank in (0, 1):
         assert (tmp_path / f"ctl.{rank}.log").read_text().splitlines() == expected(3), rank
+
+
+# --- AOSHIM_OFFLOAD_LAYERS=auto under the Python hooks: the plan keeps the budget --------------
+def test_sim_auto_keeps_the_budget():
+    args = ["--sim", "4", "--steps", "4", "--layers", "6"]
+    base = baseline(*args, sim=True)
+    budget = 20 << 20  # the step needs 28 MiB: 6 blocks of 4 MiB and the 4 MiB of weights
+    shim = train(*args, sim=True, shim=True, AOSHIM_OFFLOAD_LAYERS="auto", AOSHIM_BUDGET=budget)
+    assert losses(shim.stdout) == losses(base.stdout)
+    plan = summary(shim.stderr, "offload plan")
+    assert plan.startswith("layers 0-") and "cannot be met" not in plan, plan
+    sim_line = re.search(r"^simgpu: .*$", shim.stderr, re.M).group(0)
+    assert " races=0 faults=0 " in sim_line, sim_line
+    peak = int(re.search(r"peak_device_bytes=(\d+)", sim_line).group(1))
+    assert peak <= budget, f"peak {peak} over the budget {budget}"
