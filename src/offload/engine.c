@@ -252,6 +252,11 @@ static CUevent record(CUstream s, bool timing)
 {
     CUevent e = event_get(timing);
     if (e && ao_real.cuEventRecord(e, s) == CUDA_SUCCESS) return e;
+    // Once more (the failure may have been passing): an event other threads
+    // can wait on orders their streams on the GPU; a host wait orders only
+    // this thread's later work (the simulator's race checker showed a reload
+    // not ordered before another thread's copy).
+    if (e && ao_real.cuEventRecord(e, s) == CUDA_SUCCESS) return e;
     event_put(e, timing);
     record_failed(s);
     return NULL;
@@ -261,7 +266,8 @@ static CUevent record(CUstream s, bool timing)
 // the same stream covers the earlier one); on failure, as record().
 static void rerecord(CUevent e, CUstream s)
 {
-    if (ao_real.cuEventRecord(e, s) != CUDA_SUCCESS) record_failed(s);
+    if (ao_real.cuEventRecord(e, s) != CUDA_SUCCESS && ao_real.cuEventRecord(e, s) != CUDA_SUCCESS)
+        record_failed(s);
 }
 
 // Stream s waits on the GPU for e; if the driver refuses, the host waits for
