@@ -120,6 +120,25 @@ Test(e2e, same_bits_prefetch3, .timeout = 60)
 {
     same_bits(DATA, ENV("AOSHIM_PREFETCH=3"));
 }
+// AOSHIM_OFFLOAD_LAYERS=auto under budgets the steps do not fit without
+// offloading (peaks without: 243, 199, 334 and 210 MiB): the plan's layers
+// move, the same bits, no race.
+Test(e2e, same_bits_auto, .timeout = 60)
+{
+    same_bits(DATA, ENV("AOSHIM_OFFLOAD_LAYERS=auto", "AOSHIM_BUDGET=200M"));
+}
+Test(e2e, same_bits_auto_1f1b, .timeout = 60)
+{
+    same_bits(MB4 " --schedule 1f1b", ENV("AOSHIM_OFFLOAD_LAYERS=auto", "AOSHIM_BUDGET=180M"));
+}
+Test(e2e, same_bits_auto_gpipe, .timeout = 60)
+{
+    same_bits(MB4 " --schedule gpipe", ENV("AOSHIM_OFFLOAD_LAYERS=auto", "AOSHIM_BUDGET=280M"));
+}
+Test(e2e, same_bits_auto_checkpoint, .timeout = 60)
+{
+    same_bits(DATA " --checkpoint 1,3", ENV("AOSHIM_OFFLOAD_LAYERS=auto", "AOSHIM_BUDGET=180M"));
+}
 
 // --- the safety net ------------------------------------------------------------------------
 // Late reloads as the summary counts them.
