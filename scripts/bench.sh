@@ -48,3 +48,7 @@ done
 echo "== bench_pyboot =="
 py=python3; [ -x .venv/bin/python ] && py=.venv/bin/python
 "$py" tests/bench/bench_pyboot.py "$shim" "$PWD/$py"
+# AOSHIM_OFFLOAD_LAYERS=auto against the best static count, three models,
+# three links, three budgets (the simulated GPU, no data).
+echo "== bench_plan =="
+python3 tests/bench/bench_plan.py "$dir"

@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: MIT
+# The evidence table for AOSHIM_OFFLOAD_LAYERS=auto: transformer-shaped steps
+# on the simulated GPU (no data: sizes and times), three links, three
+# budgets each; for every budget the best static AOSHIM_OFFLOAD_LAYERS (the
+# fastest count of first layers whose peak keeps under the budget, found by
+# trying every count) against auto.
+#
+#   python3 tests/bench/bench_plan.py BUILD_DIR
+#
+# Columns: the budget in units of one layer's activations T below the peak
+# without aoshim; for static and auto: layers offloaded, peak (GiB), saving
+# in T, step time against the step without aoshim; f* = min(1, forward time
+# x D2H bandwidth / activation bytes), the share of the activations the link
+# can carry while the forward runs (forward time taken as a third of the
+# step without aoshim). The steps are train_step's last of 4.
+import os
+import re
+import subprocess
+import sys
+
+build = sys.argv[1] if len(sys.argv) > 1 else "build"
+TS = os.path.join(build, "tests", "workloads", "train_step")
+SHIM = os.path.abspath(os.path.join(build, "src", "libaoshim.so"))
+SIM = os.path.abspath(os.path.join(build, "tests", "sim"))
+
+MODELS = {  # layers, hidden, sequence, batch, heads
+    "GPT-2-small": (12, 768, 1024, 8, 12),
+    "Llama-7B": (32, 4096, 4096, 1, 32),
+    "Llama-13B": (40, 5120, 4096, 1, 40),
+}
+LINKS = {"H100 PCIe5 50 GB/s": {"SIM_PROFILE": "h100"},
+         "A100 PCIe4 25 GB/s": {"SIM_PROFILE": "a100"},
+         "C2C 300 GB/s": {"SIM_PROFILE": "h100", "SIM_D2H_GBPS": "300", "SIM_H2D_GBPS": "300"}}
+
+
+def run(model, link, shim, **aoshim):
+    n, h, s, b, a = MODELS[model]
+    env = dict(os.environ, LD_LIBRARY_PATH=SIM, SIM_QUIET="1", **LINKS[link])
+    env = {k: v for k, v in env.items() if not k.startswith("AOSHIM_")}
+    env.update({k: str(v) for k, v in aoshim.items()})
+    if shim:
+        env["LD_PRELOAD"] = SHIM
+    p = subprocess.run([TS, "--layers", str(n), "--hidden", str(h), "--seq", str(s), "--batch",
+                        str(b), "--heads", str(a), "--fused", "--nodata", "--steps", "4"],
+                       env=env, capture_output=True, text=True)
+    out = p.stdout
+    line = out.strip().splitlines()[-1] if out.strip() else ""
+    f = dict(re.findall(r"(\w+)=(\S+)", line))
+    if f.get("status") != "ok":
+        return None
+    r = {k: int(f[k]) for k in ("peak_device_bytes", "step_ns", "activation_bytes_per_layer",
+                                "static_bytes")}
+    m = re.search(r"^aoshim: offload plan +(?:layers 0-(\d+)|nothing)", p.stderr, re.M)
+    r["planned"] = (int(m.group(1)) + 1 if m.group(1) else 0) if m else None
+    return r
+
+
+def main():
+    GiB = 1 << 30
+    print(f"{'model':12} {'link':19} {'budget':>7} | {'static':>6} {'peak':>6} {'save':>5} "
+          f"{'step':>6} | {'auto':>4} {'peak':>6} {'save':>5} {'step':>6} | {'f*':>4}  verdict")
+    for model in MODELS:
+        n = MODELS[model][0]
+        for link in LINKS:
+            base = run(model, link, False)
+            P0, S0, T = base["peak_device_bytes"], base["step_ns"], base["activation_bytes_per_layer"]
+            acts = P0 - base["static_bytes"]
+            gbps = float(LINKS[link].get("SIM_D2H_GBPS", 25 if LINKS[link]["SIM_PROFILE"] == "a100"
+                                         else 50))
+            fstar = min(1.0, (S0 / 3) * gbps / acts)  # GB/s = bytes per ns
+            statics = {k: run(model, link, True, AOSHIM_OFFLOAD_LAYERS=k) for k in range(n - 1)}
+            for below in (2, n // 4, n // 2):
+                budget = P0 - below * T
+                fits = [(r["step_ns"], k, r) for k, r in statics.items()
+                        if r and r["peak_device_bytes"] <= budget]
+                auto = run(model, link, True, AOSHIM_OFFLOAD_LAYERS="auto", AOSHIM_BUDGET=budget)
+                row = f"{model:12} {link:19} {'-' + str(below) + 'T':>7} | "
+                if fits:
+                    st, k, r = min(fits)
+                    row += (f"{k:>6} {r['peak_device_bytes'] / GiB:6.2f} "
+                            f"{(P0 - r['peak_device_bytes']) / T:5.1f} {st / S0:5.2f}x | ")
+                else:
+                    row += f"{'none fits':>27} | "
+                verdict = ""
+                if auto:
+                    ap, ast = auto["peak_device_bytes"], auto["step_ns"]
+                    under = ap <= budget
+                    k = auto["planned"] if auto["planned"] is not None else "?"
+                    row += f"{k:>4} {ap / GiB:6.2f} {(P0 - ap) / T:5.1f} {ast / S0:5.2f}x | "
+                    if fits:
+                        verdict = ("as good" if under and ast <= 1.01 * st else
+                                   "over budget" if not under else f"{ast / st:.2f}x static")
+                    else:
+                        verdict = "under budget" if under else "over budget"
+                else:
+                    row += f"{'failed':>27} | "
+                print(row + f"{fstar:4.2f}  {verdict}", flush=True)
+
+
+main()
