@@ -190,7 +190,8 @@ static struct {
     uint64_t d2h_bytes, d2h_ns, h2d_bytes, h2d_ns;         // the link, as the copies went
     int mbs, max_mb;                                       // microbatches in a step
     unsigned plans;
-    const char *why; // what made the next plan necessary, NULL: the step
+    const char *why;      // what made the next plan necessary, NULL: the step
+    const char *said_why; // ... and the current plan's, kept in its report row
     ao_plan_t plan;
     // Layers' forward and backward GPU time is measured for the planner and
     // for the report's compute lane (AOSHIM_REPORT_HTML, AOSHIM_TRACE): two
@@ -1428,25 +1429,30 @@ static void plan_step(void)
     bool changed = !A.planned || p.count != A.plan.count || p.prefetch != A.plan.prefetch;
     A.plan = p;
     A.planned = true;
-    if (!changed) return;
-    A.plans++;
+    // The report's row follows the latest prediction every step (the first
+    // plan's came from a step aoshim itself slowed); a new plan is counted
+    // and said.
+    if (changed) {
+        A.plans++;
+        A.said_why = A.why;
+        A.why = NULL;
+    }
     char need[32], peak[32], budget[32], line[256];
     fmt_bytes(need, sizeof need, in.peak_without);
     fmt_bytes(peak, sizeof peak, p.peak);
     fmt_bytes(budget, sizeof budget, A.budget);
     if (p.count == 0)
         snprintf(line, sizeof line, "nothing offloaded: the step needs %s, the budget is %s%s%s",
-                 need, budget, A.why ? "; " : "", A.why ? A.why : "");
+                 need, budget, A.said_why ? "; " : "", A.said_why ? A.said_why : "");
     else
         snprintf(line, sizeof line,
                  "layers 0-%d of %d offloaded, prefetch %d: peak %s predicted for a budget of %s "
                  "(%s without)%s, copies exposed %.2f ms per step%s%s",
                  p.count - 1, n, p.prefetch, peak, budget, need,
                  p.budget_met ? "" : ": the budget cannot be met", (double)p.exposed_ns / 1e6,
-                 A.why ? "; " : "", A.why ? A.why : "");
-    A.why = NULL;
+                 A.said_why ? "; " : "", A.said_why ? A.said_why : "");
     ao_rec_plan(line, A.plans);
-    if (ao_config.verbose) {
+    if (changed && ao_config.verbose) {
         uint64_t f = 0, b = 0;
         for (int l = 0; l < n; l++)
             f += fwd[l], b += bwd[l];
