@@ -81,16 +81,23 @@ static void forward_layer(int l)
     CHECK(aoshim_layer_end(l));
 }
 
+// Layer l's backward, after its backward_begin: read its output back, check
+// every byte, free it.
+static void backward_layer(int l)
+{
+    CHECK(cudaMemcpyAsync(host, act[l], BYTES, cudaMemcpyDeviceToHost, 0));
+    CHECK(cudaStreamSynchronize(0));
+    for (size_t i = 0; i < N; i++)
+        EXPECT(host[i] == (float)(l + 1), "layer %d element %zu: %g", l, i, (double)host[i]);
+    CHECK(cudaFreeAsync(act[l], 0));
+    CHECK(aoshim_backward_end(l));
+}
+
 static void backward(void)
 {
     for (int l = LAYERS - 1; l >= 0; l--) {
         CHECK(aoshim_backward_begin(l));
-        CHECK(cudaMemcpyAsync(host, act[l], BYTES, cudaMemcpyDeviceToHost, 0));
-        CHECK(cudaStreamSynchronize(0));
-        for (size_t i = 0; i < N; i++)
-            EXPECT(host[i] == (float)(l + 1), "layer %d element %zu: %g", l, i, (double)host[i]);
-        CHECK(cudaFreeAsync(act[l], 0));
-        CHECK(aoshim_backward_end(l));
+        backward_layer(l);
     }
 }
 
@@ -134,21 +141,11 @@ static void step1(void)
         uint64_t want = (l == 3 ? 2ull : 1ull) * BYTES;
         EXPECT(ao().reloaded_bytes == want, "after backward_begin(%d): reloaded %llu, want %llu", l,
                (unsigned long long)ao().reloaded_bytes, (unsigned long long)want);
-        CHECK(cudaMemcpyAsync(host, act[l], BYTES, cudaMemcpyDeviceToHost, 0));
-        CHECK(cudaStreamSynchronize(0));
-        for (size_t i = 0; i < N; i++)
-            EXPECT(host[i] == (float)(l + 1), "layer %d element %zu: %g", l, i, (double)host[i]);
-        CHECK(cudaFreeAsync(act[l], 0));
-        CHECK(aoshim_backward_end(l));
+        backward_layer(l);
     }
     for (int l = 2; l >= 0; l--) {
         CHECK(aoshim_backward_begin(l));
-        CHECK(cudaMemcpyAsync(host, act[l], BYTES, cudaMemcpyDeviceToHost, 0));
-        CHECK(cudaStreamSynchronize(0));
-        for (size_t i = 0; i < N; i++)
-            EXPECT(host[i] == (float)(l + 1), "layer %d element %zu: %g", l, i, (double)host[i]);
-        CHECK(cudaFreeAsync(act[l], 0));
-        CHECK(aoshim_backward_end(l));
+        backward_layer(l);
     }
     EXPECT(ao().reloaded_bytes == (uint64_t)NAMED * BYTES, "reloaded %llu in step 1",
            (unsigned long long)ao().reloaded_bytes);

@@ -187,3 +187,27 @@ def test_sim_auto_keeps_the_budget():
     assert " races=0 faults=0 " in sim_line, sim_line
     peak = int(re.search(r"peak_device_bytes=(\d+)", sim_line).group(1))
     assert peak <= budget, f"peak {peak} over the budget {budget}"
+
+
+# --- aoshim-run and torchrun, in either order: one report per rank, none from the launcher -----
+@pytest.mark.parametrize("order", ["torchrun_outside", "aoshim_run_outside"])
+def test_aoshim_run_and_torchrun_either_order(tmp_path, order):
+    import json
+    import sys
+    from conftest import HERE, SIM, run
+    tool = BUILD / "scripts" / "aoshim-run"
+    port = str(29000 + (hash((str(tmp_path), order)) % 400))
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                "--master_port", port]
+    script = [str(HERE / "train.py"), "--layers", "3", "--ddp", "--sim", "4"]
+    wrap = [str(tool), "--report", str(tmp_path / "rep.%r.json"), "--"]
+    if order == "torchrun_outside":
+        argv = torchrun + ["--no-python"] + wrap + [sys.executable] + script
+    else:
+        argv = wrap + torchrun + script
+    run(argv, sim=True, OMP_NUM_THREADS=1)
+    reports = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("rep."))
+    assert reports == ["rep.0.json", "rep.1.json"], reports
+    docs = [json.loads((tmp_path / r).read_text()) for r in reports]
+    assert [d["rank"] for d in docs] == [0, 1]
+    assert docs[0]["pid"] != docs[1]["pid"]

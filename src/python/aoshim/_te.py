@@ -61,14 +61,9 @@ class _Layers:
         aoshim.set_schedule(aoshim.SCHEDULE_MANUAL)
 
     def _stream(self):
-        # The layer's work runs on this thread's current stream (the autograd
-        # thread has its own): only a change is passed on.
-        if not torch.cuda.is_initialized():
-            return
-        s = torch.cuda.current_stream().cuda_stream
-        if getattr(self.local, "stream", None) != s:
-            self.local.stream = s
-            aoshim.set_stream(s)
+        # The autograd thread has its own current stream, and its own local.
+        from aoshim import torch as aoshim_torch
+        aoshim_torch._pass_stream(self.local)
 
     @staticmethod
     def _capturing():

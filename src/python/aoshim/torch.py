@@ -113,6 +113,18 @@ def _first_grad_tensor(x):
     return next((t for t in _tensors(x) if t.requires_grad), None)
 
 
+def _pass_stream(local):
+    """Tell the engine this thread's current CUDA stream (the one its layer's
+    work runs on); the engine keeps one per thread, so only a change is passed
+    on (local: a threading.local remembering the last one)."""
+    if not torch.cuda.is_initialized():
+        return
+    s = torch.cuda.current_stream().cuda_stream
+    if getattr(local, "stream", None) != s:
+        local.stream = s
+        aoshim.set_stream(s)
+
+
 # --- the driver: one per process, shared by every hooked block ------------------------------
 class _Driver:
     """Turns module and autograd hook events into a valid sequence of control calls.
@@ -142,14 +154,7 @@ class _Driver:
             _say(msg)
 
     def _stream(self):
-        # The layer's work runs on this thread's current stream; the engine
-        # keeps one per thread, so only a change is passed on.
-        if not torch.cuda.is_initialized():
-            return
-        s = torch.cuda.current_stream().cuda_stream
-        if getattr(self.local, "stream", None) != s:
-            self.local.stream = s
-            aoshim.set_stream(s)
+        _pass_stream(self.local)
 
     def _use_mb(self, mb):
         if mb != self.mb:
