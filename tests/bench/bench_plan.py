@@ -3,7 +3,9 @@
 # on the simulated GPU (no data: sizes and times), three links, three
 # budgets each; for every budget the best static AOSHIM_OFFLOAD_LAYERS (the
 # fastest count of first layers whose peak keeps under the budget, found by
-# trying every count) against auto.
+# trying every count) against auto, and TransformerEngine's schedule at its
+# best K (train_step --te-schedule: its schedule through aoshim's manual one,
+# as aoshim.torch.get_cpu_offload_context runs it; every K tried).
 #
 #   python3 tests/bench/bench_plan.py BUILD_DIR
 #
@@ -12,7 +14,8 @@
 # in T, step time against the step without aoshim; f* = min(1, forward time
 # x D2H bandwidth / activation bytes), the share of the activations the link
 # can carry while the forward runs (forward time taken as a third of the
-# step without aoshim). The steps are train_step's last of 4.
+# step without aoshim). The steps are train_step's last of 4. The verdict
+# compares auto with the best static choice.
 import os
 import re
 import subprocess
@@ -33,7 +36,7 @@ LINKS = {"H100 PCIe5 50 GB/s": {"SIM_PROFILE": "h100"},
          "C2C 300 GB/s": {"SIM_PROFILE": "h100", "SIM_D2H_GBPS": "300", "SIM_H2D_GBPS": "300"}}
 
 
-def run(model, link, shim, **aoshim):
+def run(model, link, shim, te=None, **aoshim):
     n, h, s, b, a = MODELS[model]
     env = dict(os.environ, LD_LIBRARY_PATH=SIM, SIM_QUIET="1", **LINKS[link])
     env = {k: v for k, v in env.items() if not k.startswith("AOSHIM_")}
@@ -41,7 +44,8 @@ def run(model, link, shim, **aoshim):
     if shim:
         env["LD_PRELOAD"] = SHIM
     p = subprocess.run([TS, "--layers", str(n), "--hidden", str(h), "--seq", str(s), "--batch",
-                        str(b), "--heads", str(a), "--fused", "--nodata", "--steps", "4"],
+                        str(b), "--heads", str(a), "--fused", "--nodata", "--steps", "4"] +
+                       (["--te-schedule", str(te)] if te is not None else []),
                        env=env, capture_output=True, text=True)
     out = p.stdout
     line = out.strip().splitlines()[-1] if out.strip() else ""
@@ -58,7 +62,8 @@ def run(model, link, shim, **aoshim):
 def main():
     GiB = 1 << 30
     print(f"{'model':12} {'link':19} {'budget':>7} | {'static':>6} {'peak':>6} {'save':>5} "
-          f"{'step':>6} | {'auto':>4} {'peak':>6} {'save':>5} {'step':>6} | {'f*':>4}  verdict")
+          f"{'step':>6} | {'auto':>4} {'peak':>6} {'save':>5} {'step':>6} | {'TE':>3} {'peak':>6} "
+          f"{'step':>6} | {'f*':>4}  verdict")
     for model in MODELS:
         n = MODELS[model][0]
         for link in LINKS:
@@ -69,11 +74,14 @@ def main():
                                          else 50))
             fstar = min(1.0, (S0 / 3) * gbps / acts)  # GB/s = bytes per ns
             statics = {k: run(model, link, True, AOSHIM_OFFLOAD_LAYERS=k) for k in range(n - 1)}
+            tes = {k: run(model, link, True, te=k) for k in range(n)}
             for below in (2, n // 4, n // 2):
                 budget = P0 - below * T
                 fits = [(r["step_ns"], k, r) for k, r in statics.items()
                         if r and r["peak_device_bytes"] <= budget]
                 auto = run(model, link, True, AOSHIM_OFFLOAD_LAYERS="auto", AOSHIM_BUDGET=budget)
+                te_fits = [(r["step_ns"], k, r) for k, r in tes.items()
+                           if r and r["peak_device_bytes"] <= budget]
                 row = f"{model:12} {link:19} {'-' + str(below) + 'T':>7} | "
                 if fits:
                     st, k, r = min(fits)
@@ -94,6 +102,11 @@ def main():
                         verdict = "under budget" if under else "over budget"
                 else:
                     row += f"{'failed':>27} | "
+                if te_fits:
+                    tst, tk, tr = min(te_fits)
+                    row += (f"{tk:>3} {tr['peak_device_bytes'] / GiB:6.2f} {tst / S0:5.2f}x | ")
+                else:
+                    row += f"{'none fits':>19} | "
                 print(row + f"{fstar:4.2f}  {verdict}", flush=True)
 
 

@@ -135,6 +135,12 @@ Test(e2e, same_bits_auto_gpipe, .timeout = 60)
 {
     same_bits(MB4 " --schedule gpipe", ENV("AOSHIM_OFFLOAD_LAYERS=auto", "AOSHIM_BUDGET=280M"));
 }
+// TransformerEngine's schedule run through aoshim's manual one (train_step
+// --te-schedule, as aoshim.torch.get_cpu_offload_context drives it).
+Test(e2e, same_bits_te_schedule, .timeout = 60)
+{
+    same_bits(DATA " --te-schedule 4", NULL);
+}
 Test(e2e, same_bits_auto_checkpoint, .timeout = 60)
 {
     same_bits(DATA " --checkpoint 1,3", ENV("AOSHIM_OFFLOAD_LAYERS=auto", "AOSHIM_BUDGET=180M"));

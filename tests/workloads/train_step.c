@@ -33,8 +33,13 @@ typedef struct cfg_s {
     bool one_f_one_b, skip, fused, nodata, use_async;
     uint64_t seed;
     const char *capacity, *profile;
-    bool *ckpt; // per layer: recompute in backward instead of saving
+    bool *ckpt;  // per layer: recompute in backward instead of saving
     bool *nobwd; // per layer: no aoshim_backward_begin/end (an incomplete schedule)
+    // --te-schedule K: TransformerEngine's default CPU-offload schedule through
+    // aoshim's manual schedule (as aoshim.torch.get_cpu_offload_context runs
+    // it): layers 0..K-1 offloaded, layer j reloaded when the backward of
+    // j + layers-1-K begins. -1: aoshim's own schedule.
+    int te;
 } cfg_t;
 
 static cfg_t cfg = {
@@ -48,6 +53,7 @@ static cfg_t cfg = {
     .stages = 2,
     .use_async = true,
     .seed = 1,
+    .te = -1,
 };
 
 // Element-wise kernels are memory-bound; their cost is expressed in the same
@@ -413,6 +419,7 @@ static void forward_mb(int mb)
         ao(aoshim_try_layer_begin(L), "aoshim_layer_begin", L);
         fwd_layer(L, mb, false);
         ao(aoshim_try_layer_end(L), "aoshim_layer_end", L);
+        if (L < cfg.te) ao(aoshim_try_offload_layer(L), "aoshim_offload_layer", L);
     }
     // Loss head, outside any layer: the last output's only reader.
     buf_t *last = &A(cfg.layers - 1, mb)->b[SV_OUT];
@@ -434,6 +441,9 @@ static void bwd_layer(int L, int mb)
     buf_t t_ln1 = {0};
 
     if (!cfg.nobwd[L]) ao(aoshim_try_backward_begin(L), "aoshim_backward_begin", L);
+    int te_reload = cfg.te >= 0 ? L - (N - 1 - cfg.te) : -1;
+    if (te_reload >= 0 && te_reload < cfg.te)
+        ao(aoshim_try_reload_layer(te_reload), "aoshim_reload_layer", te_reload);
     if (cfg.ckpt[L]) {
         // Activation checkpointing: the forward runs again, inside backward.
         ao(aoshim_try_layer_begin(L), "aoshim_layer_begin", L);
@@ -585,7 +595,8 @@ static const char usage_line[] =
     "                  [--microbatches M] [--schedule gpipe|1f1b] [--stages P]\n"
     "                  [--checkpoint LIST] [--no-backward-begin LIST] [--skip]\n"
     "                  [--fused|--no-fused] [--alloc async|malloc]\n"
-    "                  [--seed N] [--nodata] [--capacity SIZE] [--profile h100|a100] [--help]\n";
+    "                  [--seed N] [--nodata] [--capacity SIZE] [--profile h100|a100]\n"
+    "                  [--te-schedule K] [--help]\n";
 
 static void usage_help(void)
 {
@@ -608,6 +619,9 @@ static void usage_help(void)
           "  --nodata            SIM_NODATA=1: sizes and times only, checksum=nodata-<hash>\n"
           "  --capacity SIZE     SIM_CAPACITY, e.g. 512M, 80G\n"
           "  --profile P         SIM_PROFILE: h100 or a100\n"
+          "  --te-schedule K     TransformerEngine's schedule through aoshim's manual one:\n"
+          "                      layers 0..K-1 offloaded, layer j reloaded at the backward\n"
+          "                      of j+N-1-K (K at most N-1)\n"
           "Exit status: 0 ok, 1 CUDA error (status=error), 2 bad option, 3 out of device\n"
           "memory (status=oom). The last stdout line is the machine-readable result.\n",
           stdout);
@@ -699,6 +713,7 @@ static void parse_args(int argc, char **argv)
         O_NODATA,
         O_CAP,
         O_PROFILE,
+        O_TE,
     };
     static const struct option opts[] = {
         {"layers", required_argument, 0, O_LAYERS},
@@ -720,6 +735,7 @@ static void parse_args(int argc, char **argv)
         {"nodata", no_argument, 0, O_NODATA},
         {"capacity", required_argument, 0, O_CAP},
         {"profile", required_argument, 0, O_PROFILE},
+        {"te-schedule", required_argument, 0, O_TE},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -799,6 +815,9 @@ static void parse_args(int argc, char **argv)
                 bad_usage("--profile '%s': expected h100 or a100", optarg);
             cfg.profile = optarg;
             break;
+        case O_TE:
+            cfg.te = parse_int("te-schedule", optarg, 0, 4096);
+            break;
         case 'h':
             usage_help();
             exit(0);
@@ -811,6 +830,8 @@ static void parse_args(int argc, char **argv)
     if (cfg.hidden % cfg.heads)
         bad_usage("--hidden %d is not a multiple of --heads %d", cfg.hidden, cfg.heads);
     if (cfg.skip && cfg.layers < 2) bad_usage("--skip needs at least 2 layers");
+    if (cfg.te > cfg.layers - 1)
+        bad_usage("--te-schedule %d: at most --layers - 1 (%d)", cfg.te, cfg.layers - 1);
     cfg.ckpt = calloc((size_t)cfg.layers, sizeof *cfg.ckpt);
     cfg.nobwd = calloc((size_t)cfg.layers, sizeof *cfg.nobwd);
     if (!cfg.ckpt || !cfg.nobwd) abort();
@@ -882,6 +903,7 @@ int main(int argc, char **argv)
     if (rc != 0) die_cuda("simrtRegisterKernel", (cudaError_t)rc);
     CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     ao(aoshim_try_set_stream(stream), "aoshim_set_stream", 0);
+    if (cfg.te >= 0) ao(aoshim_try_set_schedule(AOSHIM_SCHEDULE_MANUAL), "aoshim_set_schedule", 1);
 
     const int N = cfg.layers, M = cfg.microbatches;
     const uint64_t s = cfg.seq, b = cfg.batch, h = cfg.hidden, a = cfg.heads;
@@ -967,7 +989,8 @@ int main(int argc, char **argv)
     printf("train_step: saved activations per layer %.2f MiB, formula s*b*h*(34%s) %.2f MiB "
            "(%+.2f%%)\n",
            mib(act), cfg.fused ? "" : " + 5*a*s/h", mib(formula), dev);
-    printf("train_step: static (weights, gradients, inputs, loss gradients) %.2f MiB; peak device %.2f MiB\n",
+    printf("train_step: static (weights, gradients, inputs, loss gradients) %.2f MiB; peak device "
+           "%.2f MiB\n",
            mib(static_bytes), mib(peak));
     printf("train_step: last step %.3f ms simulated; %" PRIu64
            " launches in the run; races %" PRIu64 "\n",
