@@ -1123,27 +1123,6 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
     return bytes;
 }
 
-// The policy offloads no layer at all (none, 0, 0%, or a plan of nothing).
-static bool offloads_nothing(void)
-{
-    const ao_layerset_t *p = &ao_config.offload_layers;
-    switch (p->kind) {
-    case AO_LAYERS_AUTO:
-        return A.on && A.planned && A.plan.count == 0;
-    case AO_LAYERS_COUNT:
-        return p->count == 0;
-    case AO_LAYERS_PERCENT:
-        return p->percent == 0 || (E.nlayers > 0 && (E.nlayers * p->percent + 50) / 100 == 0);
-    case AO_LAYERS_LIST:
-        for (size_t i = 0; i < sizeof p->bits / sizeof *p->bits; i++)
-            if (p->bits[i]) return false;
-        return true;
-    case AO_LAYERS_ALL:
-        break;
-    }
-    return false;
-}
-
 static bool layer_selected(int layer)
 {
     if (A.on && A.planned) return layer < A.plan.count;
@@ -1162,6 +1141,16 @@ static bool layer_selected(int layer)
     return (ao_config.offload_layers.kind != AO_LAYERS_ALL &&
             ao_config.offload_layers.kind != AO_LAYERS_AUTO) ||
            E.nlayers == 0 || layer <= E.nlayers - 3 - (int)ao_config.prefetch;
+}
+
+// The policy offloads no layer at all (none, 0, 0%, a list of none, a plan
+// of nothing), as layer_selected answers it; known once the layer count is.
+static bool offloads_nothing(void)
+{
+    if (A.on) return A.planned && A.plan.count == 0;
+    for (int l = 0; l < E.nlayers; l++)
+        if (layer_selected(l)) return false;
+    return E.nlayers > 0;
 }
 
 // Copy a layer out at its release point: every kernel that reads its
@@ -2349,13 +2338,21 @@ static CUresult release_all(const char **what)
     return first;
 }
 
+// At exit another thread may have been stopped while holding the engine's
+// lock: wait for it at most 100 ms.
+static bool lock_at_exit(void)
+{
+    for (int i = 0; i < 200; i++) {
+        if (pthread_mutex_trylock(&E.mu) == 0) return true;
+        usleep(500);
+    }
+    return false;
+}
+
 void ao_engine_flush(void)
 {
     if (!__atomic_load_n(&E.ready, __ATOMIC_ACQUIRE)) return;
-    bool locked = false;
-    for (int i = 0; i < 200 && !(locked = pthread_mutex_trylock(&E.mu) == 0); i++)
-        usleep(500);
-    if (!locked) return; // the report goes without the last intervals rather than hang
+    if (!lock_at_exit()) return; // the report goes without the last intervals rather than hang
     if (E.ready) {
         for (int i = 0; i < E.ntimed; i++)
             if (E.timed[i].ev1) ao_real.cuEventSynchronize(E.timed[i].ev1);
@@ -2372,10 +2369,7 @@ void ao_engine_shutdown(void)
     // after its memory was given back: a fault. Then everything is left to
     // the driver, which reclaims it with the context.
     if (__atomic_load_n(&user_threads, __ATOMIC_ACQUIRE) > (ao_tls_thread_seen ? 1 : 0)) return;
-    bool locked = false;
-    for (int i = 0; i < 200 && !(locked = pthread_mutex_trylock(&E.mu) == 0); i++)
-        usleep(500);
-    if (!locked) return; // left to the driver rather than hang the exit
+    if (!lock_at_exit()) return; // left to the driver rather than hang the exit
     if (!E.ready || shut) {
         pthread_mutex_unlock(&E.mu);
         return;
