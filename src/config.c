@@ -170,6 +170,13 @@ int ao_parse_torch(const char *s, const char **out)
     return 0;
 }
 
+int ao_parse_schedule(const char *s, unsigned *out)
+{
+    if (strcasecmp(s, "aoshim") == 0) return *out = AO_SCHEDULE_AOSHIM, 0;
+    if (strcasecmp(s, "te") == 0) return *out = AO_SCHEDULE_TE, 0;
+    return -1;
+}
+
 bool ao_layerset_has(const ao_layerset_t *s, unsigned layer, unsigned nlayers)
 {
     if (layer >= AO_MAX_LAYERS) return false;
@@ -211,6 +218,10 @@ static int set_layers(void *f, const char *v)
 {
     return ao_parse_layers(v, f);
 }
+static int set_sched(void *f, const char *v)
+{
+    return ao_parse_schedule(v, f);
+}
 static int set_torch(void *f, const char *v)
 {
     return ao_parse_torch(v, f);
@@ -235,6 +246,7 @@ static int set_path(void *f, const char *v)
 #define AO_SET_DEFAULT_level  set_level
 #define AO_SET_DEFAULT_layers set_layers
 #define AO_SET_DEFAULT_torch  set_torch
+#define AO_SET_DEFAULT_sched  set_sched
 #define AO_SET_DEFAULT_path   set_path
 #define AO_SET_DEFAULT_share  set_share
 
@@ -366,6 +378,13 @@ int ao_config_load(ao_config_t *cfg, char *const *env, char *err, size_t errlen)
         int r = ao_config_set(cfg, name, eq + 1, err, errlen);
         if (r < 0) return -1;
         if (r > 0) ao_log(AO_LOG_WARN, "%s", err); // a typo must not pass silently
+    }
+    // TransformerEngine's schedule is made for its num_layers: a count.
+    if (cfg->schedule == AO_SCHEDULE_TE && cfg->offload_layers.kind != AO_LAYERS_COUNT) {
+        error_line(err, errlen, "SCHEDULE", "te",
+                   "TransformerEngine's schedule needs AOSHIM_OFFLOAD_LAYERS=K, a count of first "
+                   "layers (its num_layers)");
+        return -1;
     }
     return 0;
 }

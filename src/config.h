@@ -24,6 +24,9 @@ typedef enum ao_layers_kind_e {
     AO_LAYERS_AUTO, // planned from a measured step (offload/plan.h); the first step as ALL
 } ao_layers_kind_t;
 
+// AOSHIM_SCHEDULE: whose timing the engine's copies follow (offload/sched.h).
+enum ao_schedule { AO_SCHEDULE_AOSHIM, AO_SCHEDULE_TE };
+
 // A size, or a percentage of something known later (AOSHIM_BUDGET: of the
 // device's memory). Neither set: the default.
 typedef struct ao_share_s {
@@ -59,6 +62,9 @@ typedef struct ao_layerset_s {
       "buffers smaller than this are never offloaded")                                             \
     X(HOST_LIMIT, host_limit, size, "0", "a size such as 64G (0: no limit)",                       \
       "cap on the pinned host memory pool")                                                        \
+    X(SCHEDULE, schedule, sched, "aoshim", "'aoshim' or 'te'",                                     \
+      "when copies start and end: aoshim's own timing, or TransformerEngine's default schedule "   \
+      "for AOSHIM_OFFLOAD_LAYERS=K (its num_layers), as a baseline to compare with")               \
     X(VERBOSE, verbose, level, "0", "0, 1 or 2", "1: version and every effective option at start") \
     X(QUIET, quiet, bool, "0", "a boolean (1/0, true/false, yes/no, on/off)",                      \
       "1: no summary at exit")                                                                     \
@@ -91,6 +97,7 @@ typedef struct ao_config_s {
 #define AO_FIELD_path                             const char *
 #define AO_FIELD_layers                           ao_layerset_t
 #define AO_FIELD_share                            ao_share_t
+#define AO_FIELD_sched                            unsigned // enum ao_schedule
 #define AO_FIELD_torch                            const char * // "auto", "0" or the path
 #define X(NAME, field, type, def, accepted, help) AO_FIELD_##type field;
     AO_OPTIONS(X)
@@ -125,5 +132,7 @@ int ao_parse_share(const char *s, ao_share_t *out);
 // AOSHIM_TORCH: *out is "auto", "0" (any boolean false spelling) or s itself
 // (a dotted path); -1 for anything else.
 int ao_parse_torch(const char *s, const char **out);
+// AOSHIM_SCHEDULE: "aoshim" or "te" (any case); -1 for anything else.
+int ao_parse_schedule(const char *s, unsigned *out);
 
 #endif // AO_CONFIG_H

@@ -32,6 +32,7 @@
 #include "mem/vmm.h"
 #include "offload/plan.h"
 #include "offload/scan.h"
+#include "offload/sched.h"
 #include "report/record.h"
 #include "stats.h"
 
@@ -198,6 +199,12 @@ static struct {
     // events per layer and pass, never otherwise.
     bool timing;
 } A;
+
+// The schedule the engine carries out (offload/sched.h): which layers, and
+// when their copies start, their memory goes and they come back. Remade
+// when what it depends on changes: the layer count, the plan, the budget.
+static ao_sched_t S;
+static void sched_update(void);
 
 bool ao_engine_off;
 const char *ao_engine_declined;
@@ -426,6 +433,7 @@ static bool ensure_ready(void)
     A.on = ao_config.offload_layers.kind == AO_LAYERS_AUTO;
     A.timing = A.on || ao_config.report_html || ao_config.trace;
     if (A.on) plan_budget();
+    sched_update();
     return true;
 }
 
@@ -1022,6 +1030,7 @@ bool ao_engine_trim(void)
             A.budget = held - held / 50;
             A.why = "re-planned after the device ran out of memory";
             A.planned = A.planned && A.plan.count > 0; // a plan of nothing is no plan now
+            sched_update();
         }
     }
     drain_locked();
@@ -1123,34 +1132,21 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
     return bytes;
 }
 
+// Whether the schedule offloads this layer now. In the first step of auto,
+// only once the device holds half the budget (S.min_held).
 static bool layer_selected(int layer)
 {
-    if (A.on && A.planned) return layer < A.plan.count;
-    if (!ao_layerset_has(&ao_config.offload_layers, (unsigned)layer, (unsigned)E.nlayers))
-        return false;
-    // The last layer's backward comes first: offloading it saves nothing.
-    if (E.nlayers > 0 && layer >= E.nlayers - 1) return false;
-    // 'all' also skips the layers whose reload is issued as soon as backward
-    // begins (the last 2 + prefetch): copying them saves nothing either.
-    // So does 'auto' until it has a plan, once the device holds half the
-    // budget: a step that fits moves little or nothing while it is measured,
-    // and one that does not fit is kept down before a plan exists.
-    if (A.on && ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) + ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES) <
-                    A.budget / 2)
-        return false;
-    return (ao_config.offload_layers.kind != AO_LAYERS_ALL &&
-            ao_config.offload_layers.kind != AO_LAYERS_AUTO) ||
-           E.nlayers == 0 || layer <= E.nlayers - 3 - (int)ao_config.prefetch;
+    if (layer < 0 || layer >= AO_MAX_LAYERS || !S.layer[layer].offload) return false;
+    return !S.min_held || ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) +
+                                  ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES) >=
+                              S.min_held;
 }
 
-// The policy offloads no layer at all (none, 0, 0%, a list of none, a plan
-// of nothing), as layer_selected answers it; known once the layer count is.
+// The schedule offloads no layer at all (none, 0, 0%, a list of none, a plan
+// of nothing); known once the layer count is.
 static bool offloads_nothing(void)
 {
-    if (A.on) return A.planned && A.plan.count == 0;
-    for (int l = 0; l < E.nlayers; l++)
-        if (layer_selected(l)) return false;
-    return E.nlayers > 0;
+    return S.none;
 }
 
 // Copy a layer out at its release point: every kernel that reads its
@@ -1216,17 +1212,54 @@ static void offload(ao_scope_t *s)
 // forward goes on (copies issued later are still after every earlier write).
 // In the manual schedule the program has said which layers go: a layer it
 // named is copied at its release point, one not (yet) named waits for it.
+//
+// A schedule may start a copy later than its release point (copy_at), and
+// may give a layer's memory back at a set layer's end, the compute stream
+// waiting for the copy there (release_at), as TransformerEngine does.
+static void release_due(int mb, const ao_scope_t *at);
+static void release_sync(const ao_scope_t *s);
+
 static void release_point(int mb, const ao_scope_t *except)
 {
     for (ao_scope_t *s = E.scopes; s; s = s->next)
         if (s->mb == mb && s != except && s->offload_pending) {
+            int at = S.layer[s->layer].copy_at;
             if (!except)
                 s->offload_pending = false;
             else if (E.manual ? !s->wanted : E.nlayers == 0)
                 s->release_passed = true;
-            else
+            else if (E.manual || at <= s->layer + 1 || at <= except->layer)
                 offload(s);
         }
+    if (except && !E.manual && E.nlayers > 0) release_due(mb, except);
+}
+
+// The memory of the copies the schedule gives back at the end of this
+// layer: the compute stream waits for each copy, and the host (as
+// aoshim_release_layer does) before the unmap.
+static void release_due(int mb, const ao_scope_t *at)
+{
+    // (Not timed: the report's waits are the reloads' under aoshim's
+    // timing, which never waits for a copy out; here the step time shows it.)
+    bool any = false;
+    for (ao_scope_t *s = E.scopes; s; s = s->next) {
+        int r = S.layer[s->layer].release_at;
+        if (s->mb != mb || s->recompute || r < 0 || r > at->layer || s->state != AO_OFFLOADING)
+            continue;
+        gpu_wait(at->stream, s->ev_copied);
+        release_sync(s);
+        any = true;
+    }
+    if (any) poll_locked();
+}
+
+// The host waits for a layer's copy out, so that the next poll gives its
+// memory back.
+static void release_sync(const ao_scope_t *s)
+{
+    if (s->state != AO_OFFLOADING || !s->release_recorded) return;
+    if (s->ev_copied) ao_real.cuEventSynchronize(s->ev_copied);
+    if (s->ev_release) ao_real.cuEventSynchronize(s->ev_release);
 }
 
 // A layer_begin in the first step: copies whose release point has passed go.
@@ -1351,10 +1384,21 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
     return rc;
 }
 
-// --- the plan (AOSHIM_OFFLOAD_LAYERS=auto) ---------------------------------------------------
-static int prefetch_distance(void)
+// --- the schedule and the plan (AOSHIM_OFFLOAD_LAYERS=auto) -------------------------------
+static void sched_update(void)
 {
-    return A.on && A.planned && A.plan.count ? A.plan.prefetch : (int)ao_config.prefetch;
+    ao_sched_in_t in = {
+        .cfg = &ao_config,
+        .nlayers = E.nlayers,
+        .plan = A.on && A.planned ? &A.plan : NULL,
+        .budget = A.budget,
+    };
+    ao_sched_make(&in, &S);
+    if (ao_config.schedule == AO_SCHEDULE_TE && E.nlayers > 0 &&
+        ao_config.offload_layers.count > (unsigned)E.nlayers - 1)
+        WARN_ONCE("AOSHIM_SCHEDULE=te: AOSHIM_OFFLOAD_LAYERS=%u of %d layers; TransformerEngine's "
+                  "schedule offloads at most %d (the last layer stays)",
+                  ao_config.offload_layers.count, E.nlayers, E.nlayers - 1);
 }
 
 // The budget, once the device is known: AOSHIM_BUDGET, or what was free at
@@ -1632,7 +1676,10 @@ int ao_engine_backward_begin(int layer)
             return leave(AOSHIM_ESTATE);
         }
         E.phase[mb] = PHASE_BACKWARD;
-        if (E.max_fwd_layer + 1 > E.nlayers) E.nlayers = E.max_fwd_layer + 1;
+        if (E.max_fwd_layer + 1 > E.nlayers) {
+            E.nlayers = E.max_fwd_layer + 1;
+            sched_update();
+        }
     }
     release_point(mb, NULL);
     E.bwd_open[mb] = layer + 1;
@@ -1640,13 +1687,29 @@ int ao_engine_backward_begin(int layer)
     // L-1 produced: both must be back. Prefetch brings L-2 .. L-1-d back
     // while L runs. One needed now but not yet reloaded is a missed prefetch;
     // its reload is still issued asynchronously.
-    int d = E.manual ? 0 : prefetch_distance(); // manual: the program prefetches
-    for (int l = layer; l >= layer - 1 - d && l >= 0; l--) {
-        ao_scope_t *s = scope_find(l, mb);
-        if (!s || (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING)) continue;
-        bool missed = l >= layer - 1 && s->state == AO_OFFLOADED;
+    // Others come back as the schedule says (their reload point is this
+    // backward or one already past); in the manual schedule, as the program
+    // says. Scopes are newest first: the nearest layers are queued first,
+    // and a layer's latest scope is the one its backward reads.
+    CUstream cs = current_stream();
+    uint64_t seen[AO_MAX_LAYERS / 64] = {0};
+    bool after_compute = S.reload_after_compute && !E.manual;
+    for (ao_scope_t *s = E.scopes; s; s = s->next) {
+        int l = s->layer;
+        if (s->mb != mb || s->recompute || l > layer || (seen[l / 64] >> (l % 64)) & 1) continue;
+        seen[l / 64] |= 1ull << (l % 64);
+        if (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING) continue;
+        bool needed = l >= layer - 1;
+        if (!needed && (E.manual || S.layer[l].reload_at < layer)) continue;
+        if (after_compute) { // after the compute stream's work so far (TransformerEngine)
+            CUevent e = record(cs, false);
+            gpu_wait(E.h2d, e);
+            event_put(e, false);
+            after_compute = false;
+        }
+        bool missed = needed && s->state == AO_OFFLOADED;
         if (missed) ao_stat_add(AO_STAT_PREFETCH_MISSED, 1);
-        if (reload(s, missed, l < layer - 1) != 0 && l >= layer - 1) rc = AOSHIM_ESTATE;
+        if (reload(s, missed, !needed) != 0 && needed) rc = AOSHIM_ESTATE;
     }
     // Layers needed now are not taken back any more: their host copies go
     // once their reloads are complete.
@@ -1656,7 +1719,6 @@ int ao_engine_backward_begin(int layer)
             unprefetch(c);
     }
     // The stream that runs this backward waits on the GPU; the host goes on.
-    CUstream cs = current_stream();
     CUevent w0 = NULL;
     for (int l = layer; l >= layer - 1 && l >= 0; l--) {
         ao_scope_t *s = scope_find(l, mb);
@@ -1716,6 +1778,7 @@ int ao_engine_step_end(void)
     E.mb = 0;
     int before = A.planned ? A.plan.count : E.nlayers;
     if (A.on && E.ready) plan_step();
+    sched_update();
     // No layer tracked from now on (a policy or a plan that offloads
     // nothing): the idle physical memory of the tracked steps goes back to
     // the driver, where the real allocator, which serves the layers now, can
@@ -1827,11 +1890,8 @@ int ao_engine_release_layer(int layer)
     // copy starts now if its release point has not come (the last layer).
     // Any later use still finds the chunk away and brings it back.
     if (s->offload_pending) offload(s);
-    if (s->state == AO_OFFLOADING && s->release_recorded) {
-        if (s->ev_copied) ao_real.cuEventSynchronize(s->ev_copied);
-        if (s->ev_release) ao_real.cuEventSynchronize(s->ev_release);
-        poll_locked();
-    }
+    release_sync(s);
+    poll_locked();
     return leave(0);
 }
 

@@ -3,9 +3,9 @@
 # on the simulated GPU (no data: sizes and times), three links, three
 # budgets each; for every budget the best static AOSHIM_OFFLOAD_LAYERS (the
 # fastest count of first layers whose peak keeps under the budget, found by
-# trying every count) against auto, and TransformerEngine's schedule at its
-# best K (train_step --te-schedule: its schedule through aoshim's manual one,
-# as aoshim.torch.get_cpu_offload_context runs it; every K tried).
+# trying every count) against auto, and TransformerEngine's default schedule
+# at its best K (AOSHIM_SCHEDULE=te AOSHIM_OFFLOAD_LAYERS=K: the same engine
+# carrying out TE's schedule, offload/sched.h; every K tried).
 #
 #   python3 tests/bench/bench_plan.py BUILD_DIR
 #
@@ -14,8 +14,10 @@
 # in T, step time against the step without aoshim; f* = min(1, forward time
 # x D2H bandwidth / activation bytes), the share of the activations the link
 # can carry while the forward runs (forward time taken as a third of the
-# step without aoshim). The steps are train_step's last of 4. The verdict
-# compares auto with the best static choice.
+# step without aoshim). The steps are train_step's last of 4. auto@TE: the
+# lowest peak auto reaches with a step no slower than TE's (budgets halved
+# between the fixed part and TE's peak), in T against TE's peak. The
+# verdict compares auto with the best static choice.
 import os
 import re
 import subprocess
@@ -36,7 +38,7 @@ LINKS = {"H100 PCIe5 50 GB/s": {"SIM_PROFILE": "h100"},
          "C2C 300 GB/s": {"SIM_PROFILE": "h100", "SIM_D2H_GBPS": "300", "SIM_H2D_GBPS": "300"}}
 
 
-def run(model, link, shim, te=None, **aoshim):
+def run(model, link, shim, **aoshim):
     n, h, s, b, a = MODELS[model]
     env = dict(os.environ, LD_LIBRARY_PATH=SIM, SIM_QUIET="1", **LINKS[link])
     env = {k: v for k, v in env.items() if not k.startswith("AOSHIM_")}
@@ -44,8 +46,7 @@ def run(model, link, shim, te=None, **aoshim):
     if shim:
         env["LD_PRELOAD"] = SHIM
     p = subprocess.run([TS, "--layers", str(n), "--hidden", str(h), "--seq", str(s), "--batch",
-                        str(b), "--heads", str(a), "--fused", "--nodata", "--steps", "4"] +
-                       (["--te-schedule", str(te)] if te is not None else []),
+                        str(b), "--heads", str(a), "--fused", "--nodata", "--steps", "4"],
                        env=env, capture_output=True, text=True)
     out = p.stdout
     line = out.strip().splitlines()[-1] if out.strip() else ""
@@ -59,11 +60,25 @@ def run(model, link, shim, te=None, **aoshim):
     return r
 
 
+def auto_at(model, link, step_limit, lo, hi):
+    """auto's lowest peak whose step takes at most step_limit: budgets
+    between lo and hi, halved 8 times."""
+    best = None
+    for _ in range(8):
+        mid = (lo + hi) // 2
+        r = run(model, link, True, AOSHIM_OFFLOAD_LAYERS="auto", AOSHIM_BUDGET=mid)
+        if r and r["step_ns"] <= step_limit and r["peak_device_bytes"] <= mid:
+            best, hi = r, mid
+        else:
+            lo = mid
+    return best
+
+
 def main():
     GiB = 1 << 30
     print(f"{'model':12} {'link':19} {'budget':>7} | {'static':>6} {'peak':>6} {'save':>5} "
           f"{'step':>6} | {'auto':>4} {'peak':>6} {'save':>5} {'step':>6} | {'TE':>3} {'peak':>6} "
-          f"{'step':>6} | {'f*':>4}  verdict")
+          f"{'step':>6} | {'auto@TE':>7} | {'f*':>4}  verdict")
     for model in MODELS:
         n = MODELS[model][0]
         for link in LINKS:
@@ -74,7 +89,8 @@ def main():
                                          else 50))
             fstar = min(1.0, (S0 / 3) * gbps / acts)  # GB/s = bytes per ns
             statics = {k: run(model, link, True, AOSHIM_OFFLOAD_LAYERS=k) for k in range(n - 1)}
-            tes = {k: run(model, link, True, te=k) for k in range(n)}
+            tes = {k: run(model, link, True, AOSHIM_SCHEDULE="te", AOSHIM_OFFLOAD_LAYERS=k)
+                   for k in range(1, n)}
             for below in (2, n // 4, n // 2):
                 budget = P0 - below * T
                 fits = [(r["step_ns"], k, r) for k, r in statics.items()
@@ -105,8 +121,13 @@ def main():
                 if te_fits:
                     tst, tk, tr = min(te_fits)
                     row += (f"{tk:>3} {tr['peak_device_bytes'] / GiB:6.2f} {tst / S0:5.2f}x | ")
+                    # auto at TE's step time: how much lower its peak can go.
+                    a = auto_at(model, link, 1.01 * tst, base["static_bytes"],
+                                tr["peak_device_bytes"])
+                    gain = (tr["peak_device_bytes"] - a["peak_device_bytes"]) / T if a else 0.0
+                    row += f"{-gain:+6.1f}T | "
                 else:
-                    row += f"{'none fits':>19} | "
+                    row += f"{'none fits':>19} | {'':>7} | "
                 print(row + f"{fstar:4.2f}  {verdict}", flush=True)
 
 

@@ -141,6 +141,11 @@ Test(e2e, same_bits_te_schedule, .timeout = 60)
 {
     same_bits(DATA " --te-schedule 4", NULL);
 }
+// The same schedule carried out by the engine (AOSHIM_SCHEDULE=te).
+Test(e2e, same_bits_te_engine, .timeout = 60)
+{
+    same_bits(DATA, ENV("AOSHIM_SCHEDULE=te", "AOSHIM_OFFLOAD_LAYERS=4"));
+}
 Test(e2e, same_bits_auto_checkpoint, .timeout = 60)
 {
     same_bits(DATA " --checkpoint 1,3", ENV("AOSHIM_OFFLOAD_LAYERS=auto", "AOSHIM_BUDGET=180M"));
@@ -386,6 +391,45 @@ Test(e2e, auto_replans_after_an_allocation_fails, .timeout = 60)
     cr_assert(strstr(row, "re-planned after the device ran out of memory"), "plan: %.240s", row);
     cr_assert(strstr(row, "(plan 2)"), "plan: %.240s", row);
     e2e_free(&with);
+}
+
+// TransformerEngine's default schedule as the engine's second policy
+// (AOSHIM_SCHEDULE=te, offload/sched.h): K=3 of N=12 layers leave, saving
+// what aoshim's timing saves for the same K (K-1 layers' activations here:
+// see memory_saving), and its forced waits (the compute stream waits for
+// layer i's copy when layer N-K+i begins) cost time that aoshim's timing
+// for the same K does not: same peak, slower step on this short-forward
+// GPT-2-small shape. Its memory is that of TE's schedule through the manual
+// one (train_step --te-schedule, the path of aoshim.torch's drop-in).
+Test(e2e, te_schedule_is_a_policy, .timeout = 60)
+{
+    const char *gpt2 = "--layers 12 --hidden 768 --seq 1024 --batch 8 --heads 12 --fused --nodata "
+                       "--steps 4";
+    char manual[256];
+    snprintf(manual, sizeof manual, "%s --te-schedule 3", gpt2);
+    e2e_result_t base, te, man, own;
+    e2e_train(&base, false, NULL, gpt2);
+    expect_ok("without aoshim", &base);
+    e2e_train(&te, true, ENV("AOSHIM_SCHEDULE=te", "AOSHIM_OFFLOAD_LAYERS=3"), gpt2);
+    expect_ok("te", &te);
+    e2e_train(&man, true, NULL, manual);
+    expect_ok("te through the manual schedule", &man);
+    e2e_train(&own, true, ENV("AOSHIM_OFFLOAD_LAYERS=3"), gpt2);
+    expect_ok("aoshim's timing, 3 layers", &own);
+    double T = (double)base.act_per_layer;
+    cr_log_info("te K=3: peak %.2f T below, step %.3fx; manual %.2f T, %.3fx; aoshim's %.2f T, "
+                "%.3fx",
+                (double)(base.peak - te.peak) / T, (double)te.step_ns / (double)base.step_ns,
+                (double)(base.peak - man.peak) / T, (double)man.step_ns / (double)base.step_ns,
+                (double)(base.peak - own.peak) / T, (double)own.step_ns / (double)base.step_ns);
+    cr_expect_geq((double)(base.peak - te.peak), 0.9 * 2 * T, "TE's K=3 saves about K-1 layers");
+    cr_expect_leq((double)te.peak, 1.01 * (double)own.peak, "TE's peak above aoshim's at equal K");
+    cr_expect_eq(te.peak, man.peak, "the engine's TE schedule and the manual path differ");
+    cr_expect_gt(te.step_ns, own.step_ns, "TE's forced waits cost nothing?");
+    e2e_free(&base);
+    e2e_free(&te);
+    e2e_free(&man);
+    e2e_free(&own);
 }
 
 // --- speed: the cost model ------------------------------------------------------------------

@@ -96,6 +96,7 @@ static const char *accepted(const char *var)
         {"AOSHIM_MIN_BYTES", "a size such as 4096, 512K, 1MiB, 2G"},
         {"AOSHIM_HOST_LIMIT", "a size such as 64G (0: no limit)"},
         {"AOSHIM_VERBOSE", "0, 1 or 2"},
+        {"AOSHIM_SCHEDULE", "'aoshim' or 'te'"},
         {"AOSHIM_TORCH", "'auto', '0' (off; also false/no/off) or a dotted attribute path of "
                          "identifiers and integers (model.layers, stages.1.blocks)"},
     };
@@ -241,6 +242,12 @@ static void build_table(void)
     add("AOSHIM_BUDGET", "101%", "101%", NULL);
     add("AOSHIM_BUDGET", "40 G", "40 G", NULL);
     add("AOSHIM_BUDGET", "auto", "auto", NULL);
+    // AOSHIM_SCHEDULE; te needs a count of layers (the default is not one).
+    add("AOSHIM_SCHEDULE", "tee", "tee", NULL);
+    add("AOSHIM_SCHEDULE", "te:4", "te:4", NULL);
+    add("AOSHIM_SCHEDULE", "te", "te",
+        "TransformerEngine's schedule needs AOSHIM_OFFLOAD_LAYERS=K, a count of first layers "
+        "(its num_layers)");
     // AOSHIM_TORCH.
     add("AOSHIM_TORCH", "1", "1", NULL);
     add("AOSHIM_TORCH", "on", "on", NULL);
@@ -319,7 +326,7 @@ Test(options, malformed_values_exit_2_with_one_line, .timeout = 120)
         "AOSHIM_ENABLE",      "AOSHIM_OFFLOAD_LAYERS", "AOSHIM_PREFETCH", "AOSHIM_MIN_BYTES",
         "AOSHIM_HOST_LIMIT",  "AOSHIM_VERBOSE",        "AOSHIM_QUIET",    "AOSHIM_REPORT",
         "AOSHIM_TRACE",       "AOSHIM_REPORT_HTML",    "AOSHIM_STACKS",   "AOSHIM_CHECK",
-        "AOSHIM_CONTROL_LOG", "AOSHIM_TORCH"};
+        "AOSHIM_CONTROL_LOG", "AOSHIM_TORCH",          "AOSHIM_SCHEDULE"};
     for (size_t v = 0; v < sizeof vars / sizeof *vars; v++) {
         size_t n = 0;
         for (size_t i = 0; i < ntable; i++)

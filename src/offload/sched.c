@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+// The schedules (sched.h): every policy's answer to "which layers, and
+// when", written as data the engine carries out.
+#include "offload/sched.h"
+
+#include <stddef.h>
+
+static int16_t clamp16(int v)
+{
+    return (int16_t)(v > AO_MAX_LAYERS ? AO_MAX_LAYERS : v);
+}
+
+// aoshim's own timing: each copy at its release point, the memory going as
+// soon as the copy is done, the reload d layers ahead of its backward.
+static void fill(ao_sched_t *out, int n, int prefetch)
+{
+    out->nlayers = n;
+    out->none = false;
+    out->reload_after_compute = false;
+    out->min_held = 0;
+    out->name = "aoshim";
+    for (int l = 0; l < AO_MAX_LAYERS; l++)
+        out->layer[l] = (ao_sched_layer_t){
+            .offload = false,
+            .copy_at = clamp16(l + 1),
+            .release_at = -1,
+            .reload_at = clamp16(l + 1 + prefetch),
+        };
+}
+
+static void set_none(ao_sched_t *out)
+{
+    bool any = false;
+    for (int l = 0; l < AO_MAX_LAYERS && !any; l++)
+        any = out->layer[l].offload;
+    out->none = out->nlayers > 0 && !any;
+}
+
+// AOSHIM_OFFLOAD_LAYERS as a set. The last layer's backward comes first:
+// offloading it saves nothing. 'all' (and auto before its plan) also skips
+// the layers whose reload would be issued as soon as backward begins (the
+// last 2 + prefetch): copying them saves nothing either.
+static void sched_static(const ao_config_t *cfg, int n, ao_sched_t *out)
+{
+    const ao_layerset_t *set = &cfg->offload_layers;
+    int d = (int)cfg->prefetch;
+    bool all = set->kind == AO_LAYERS_ALL || set->kind == AO_LAYERS_AUTO;
+    fill(out, n, d);
+    for (int l = 0; l < AO_MAX_LAYERS; l++) {
+        bool on = ao_layerset_has(set, (unsigned)l, (unsigned)n);
+        if (n > 0 && l >= n - 1) on = false;
+        if (n > 0 && all && l > n - 3 - d) on = false;
+        out->layer[l].offload = on;
+    }
+    set_none(out);
+}
+
+static void sched_plan(const ao_plan_t *p, int n, ao_sched_t *out)
+{
+    fill(out, n, p->prefetch);
+    for (int l = 0; l < p->count && l < AO_MAX_LAYERS; l++)
+        out->layer[l].offload = true;
+    set_none(out);
+}
+
+void ao_sched_te(int k, int n, ao_sched_t *out)
+{
+    if (k > n - 1) k = n - 1;
+    fill(out, n, 0);
+    out->name = "te";
+    out->reload_after_compute = true;
+    for (int i = 0; i < k; i++) {
+        ao_sched_layer_t *s = &out->layer[i];
+        s->offload = true;
+        s->copy_at = (int16_t)i; // TransformerEngine copies from the layer's end (see sched.h)
+        s->release_at = (int16_t)(n - k + i - 1); // done when layer n-k+i begins
+        s->reload_at = (int16_t)(n - 1 - k + i);
+    }
+    set_none(out);
+}
+
+void ao_sched_make(const ao_sched_in_t *in, ao_sched_t *out)
+{
+    const ao_config_t *cfg = in->cfg;
+    if (cfg->offload_layers.kind == AO_LAYERS_AUTO && in->plan) {
+        sched_plan(in->plan, in->nlayers, out);
+    } else if (cfg->schedule == AO_SCHEDULE_TE && cfg->offload_layers.kind == AO_LAYERS_COUNT &&
+               in->nlayers > 0) {
+        ao_sched_te((int)cfg->offload_layers.count, in->nlayers, out);
+    } else {
+        sched_static(cfg, in->nlayers, out);
+        if (cfg->offload_layers.kind == AO_LAYERS_AUTO) out->min_held = in->budget / 2;
+    }
+}
