@@ -160,12 +160,20 @@ static size_t pool_take_tiles(size_t size, ao_phys_t *ph)
     return got;
 }
 
+size_t ao_phys_trim_to(size_t keep)
+{
+    size_t bytes = 0;
+    while (npool && idle_bytes > keep) {
+        idle_t it = pool_remove(npool - 1);
+        ao_real.cuMemRelease(it.h);
+        bytes += it.size;
+    }
+    return bytes;
+}
+
 size_t ao_phys_trim(void)
 {
-    size_t bytes = idle_bytes;
-    while (npool)
-        ao_real.cuMemRelease(pool_remove(npool - 1).h);
-    return bytes;
+    return ao_phys_trim_to(0);
 }
 
 static CUresult create(size_t size, CUmemGenericAllocationHandle *h)

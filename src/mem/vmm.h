@@ -98,6 +98,9 @@ CUresult ao_phys_unmap(CUdeviceptr p, size_t size, const ao_phys_t *ph);
 size_t ao_phys_idle(void);
 // Release every idle handle (cuMemRelease). Returns the bytes given back.
 size_t ao_phys_trim(void);
+// Release idle handles until at most `keep` bytes stay idle. Returns the
+// bytes given back.
+size_t ao_phys_trim_to(size_t keep);
 
 // At exit, with nothing mapped any more: every idle handle released and, if
 // free_range, the reservation given back; nothing is aoshim's from then on

@@ -137,6 +137,14 @@ typedef struct ao_deferred_s {
 
 typedef enum { PHASE_FORWARD, PHASE_BACKWARD } ao_phase_t;
 
+// A GPU interval between two timing events, read once both are complete.
+typedef struct ao_timed_s {
+    CUevent ev0, ev1;
+    uint8_t kind; // enum ao_rec_kind, or the engine's own TIMED_* below
+    int layer, mb;
+    uint64_t bytes;
+} ao_timed_t;
+
 static struct {
     pthread_mutex_t mu;
     bool ready, failed;
@@ -149,14 +157,9 @@ static struct {
     int nsync_events, ntiming_events;
     CUstream streams[AO_MAX_STREAMS];
     int nstreams;
-    CUevent t0;          // the reference for GPU times in the report
-    CUevent last_reload; // re-recorded after every batch of copies back
-    struct {
-        CUevent ev0, ev1;
-        uint8_t kind; // enum ao_rec_kind
-        int layer, mb;
-        uint64_t bytes;
-    } timed[AO_MAX_TIMED]; // GPU intervals (copies, waits) not yet read
+    CUevent t0;                     // the reference for GPU times in the report
+    CUevent last_reload;            // re-recorded after every batch of copies back
+    ao_timed_t timed[AO_MAX_TIMED]; // GPU intervals (copies, waits) not yet read
     int ntimed;
     int mb;
     // The manual schedule (aoshim_set_schedule): only the layers the program
@@ -181,7 +184,10 @@ static ao_ptrmap_t buffers = AO_PTRMAP_INIT; // address -> ao_buffer_t *
 
 // AOSHIM_OFFLOAD_LAYERS=auto: what the steps measured, and the plan made
 // from them (offload/plan.h). Under the engine's lock.
-enum { TIMED_FWD = 16, TIMED_BWD }; // engine-only kinds of E.timed, beside AO_REC_*
+// Engine-only kinds of E.timed, beside AO_REC_*. TIMED_IDLE: the compute
+// stream idled inside a forward layer while the host waited in chunk_map; it
+// is taken off that layer's TIMED_FWD interval when that one is read.
+enum { TIMED_FWD = 16, TIMED_BWD, TIMED_IDLE };
 static struct {
     bool on, planned;
     uint64_t budget;
@@ -492,6 +498,14 @@ static void drain_locked(void);
 
 static CUresult chunk_map(ao_chunk_t *c)
 {
+    // A forward layer whose host waits here (for a release, for new physical
+    // memory) leaves its stream idle meanwhile. That idle time is exposed
+    // copy time, not the layer's compute: counted as compute, it made the
+    // planner see a longer forward that hid the copies, and predict half the
+    // exposed time the step had. Timed, and taken off the layer's time.
+    ao_scope_t *s = c->scope;
+    CUevent idle0 = NULL;
+    if (ao_phys_idle() < c->size && s == E.open && s->ev_fwd0) idle0 = record(s->stream, true);
     while (ao_phys_idle() < c->size && wait_one_release()) {
     }
     CUresult r = ao_phys_map(c->base, c->size, &c->phys);
@@ -508,6 +522,7 @@ static CUresult chunk_map(ao_chunk_t *c)
         c->mapped = true;
         ao_stat_device(0, (int64_t)c->size, 0);
     }
+    if (idle0) timed_add(idle0, record(s->stream, true), TIMED_IDLE, s->layer, s->mb, 0);
     return r;
 }
 
@@ -687,6 +702,27 @@ static ao_scope_t *scope_find(int layer, int mb)
 }
 
 // --- polling: act on what the GPU has finished; never blocks -----------------------------
+// The idle time timed inside forward layer (layer, mb) between a and b; its
+// intervals are taken out. One of an earlier pass of the layer (its own
+// interval went untimed) is outside [a, b]: taken out, not counted.
+static uint64_t fwd_idle_ns(int layer, int mb, uint64_t a, uint64_t b)
+{
+    uint64_t idle = 0;
+    for (int j = 0; j < E.ntimed;) {
+        if (E.timed[j].kind != TIMED_IDLE || E.timed[j].layer != layer || E.timed[j].mb != mb ||
+            !done(E.timed[j].ev1)) {
+            j++;
+            continue;
+        }
+        uint64_t ia = elapsed_ns(E.t0, E.timed[j].ev0), ib = elapsed_ns(E.t0, E.timed[j].ev1);
+        if (ia >= a && ib <= b && ib > ia) idle += ib - ia;
+        event_put(E.timed[j].ev0, true);
+        event_put(E.timed[j].ev1, true);
+        E.timed[j] = E.timed[--E.ntimed];
+    }
+    return idle < b - a ? idle : 0;
+}
+
 static void poll_locked(void)
 {
     for (ao_deferred_t **pp = &E.deferred; *pp;) {
@@ -711,30 +747,35 @@ static void poll_locked(void)
                                         [AO_REC_H2D] = AO_STAT_H2D_COPY_NS,
                                         [AO_REC_WAIT] = AO_STAT_RELOAD_WAIT_NS};
     for (int i = 0; i < E.ntimed;) {
-        if (!done(E.timed[i].ev1)) {
+        // An idle interval is read with its layer's (below): it completes first.
+        if (E.timed[i].kind == TIMED_IDLE || !done(E.timed[i].ev1)) {
             i++;
             continue;
         }
-        uint64_t a = elapsed_ns(E.t0, E.timed[i].ev0), b = elapsed_ns(E.t0, E.timed[i].ev1);
-        int kind = E.timed[i].kind, layer = E.timed[i].layer;
-        // A layer's time is the least measured: an interval also holds the
-        // GPU idling while the host waited (for a release, say), which is
-        // not the layer's compute.
+        // Taken out before it is read: reading a layer's interval takes its
+        // idle intervals out too, which moves entries.
+        ao_timed_t t = E.timed[i];
+        E.timed[i] = E.timed[--E.ntimed];
+        uint64_t a = elapsed_ns(E.t0, t.ev0), b = elapsed_ns(E.t0, t.ev1);
+        int kind = t.kind, layer = t.layer;
+        // A layer's time is the least measured, less the stream's idle time
+        // that chunk_map timed inside it: the GPU idling while the host
+        // waited is not the layer's compute.
         if (kind == TIMED_FWD) {
-            if (!A.fwd_ns[layer] || b - a < A.fwd_ns[layer]) A.fwd_ns[layer] = b - a;
-            ao_rec_interval(AO_REC_FWD, layer, E.timed[i].mb, 0, a, b);
+            uint64_t f = b - a - fwd_idle_ns(layer, t.mb, a, b);
+            if (!A.fwd_ns[layer] || f < A.fwd_ns[layer]) A.fwd_ns[layer] = f;
+            ao_rec_interval(AO_REC_FWD, layer, t.mb, 0, a, b);
         } else if (kind == TIMED_BWD) {
             if (!A.bwd_ns[layer] || b - a < A.bwd_ns[layer]) A.bwd_ns[layer] = b - a;
-            ao_rec_interval(AO_REC_BWD, layer, E.timed[i].mb, 0, a, b);
+            ao_rec_interval(AO_REC_BWD, layer, t.mb, 0, a, b);
         } else {
             ao_stat_add(stat_of[kind], (int64_t)(b - a));
-            ao_rec_interval(kind, layer, E.timed[i].mb, E.timed[i].bytes, a, b);
-            if (kind == AO_REC_D2H) A.d2h_bytes += E.timed[i].bytes, A.d2h_ns += b - a;
-            if (kind == AO_REC_H2D) A.h2d_bytes += E.timed[i].bytes, A.h2d_ns += b - a;
+            ao_rec_interval(kind, layer, t.mb, t.bytes, a, b);
+            if (kind == AO_REC_D2H) A.d2h_bytes += t.bytes, A.d2h_ns += b - a;
+            if (kind == AO_REC_H2D) A.h2d_bytes += t.bytes, A.h2d_ns += b - a;
         }
-        event_put(E.timed[i].ev0, true);
-        event_put(E.timed[i].ev1, true);
-        E.timed[i] = E.timed[--E.ntimed];
+        event_put(t.ev0, true);
+        event_put(t.ev1, true);
     }
     for (ao_scope_t *s = E.scopes, *next; s; s = next) {
         next = s->next;
@@ -1460,6 +1501,20 @@ static void plan_step(void)
     ao_plan_t p;
     ao_plan_make(&in, &p);
     bool changed = !A.planned || p.count != A.plan.count || p.prefetch != A.plan.prefetch;
+    // A new set of layers: the pool of physical memory keeps no more than
+    // the layers left on the device hold. The plan's model (plan.h) takes
+    // the pool for that; more, pooled under an earlier plan or in the
+    // measuring step, let the steps hold more than predicted, over the
+    // budget (GPT-2 small on a 300 GB/s link, a budget 8 layers under its
+    // need: 1.26 GiB held for 1.23). The host waits here, once a plan, for
+    // the releases under way.
+    if (p.count > 0 && (!A.planned || p.count != A.plan.count)) {
+        uint64_t keep = 0, mbs = A.mbs > 0 ? (uint64_t)A.mbs : 1;
+        for (int l = p.count; l < n; l++)
+            keep += mbs * ao_vmm_round(A.bytes[l] / mbs);
+        drain_locked();
+        ao_phys_trim_to(keep);
+    }
     A.plan = p;
     A.planned = true;
     // The report's row follows the latest prediction every step (the first
@@ -1566,9 +1621,11 @@ int ao_engine_layer_begin(int layer)
     s->next = E.scopes;
     E.scopes = s;
     if (s->recompute) return leave(0); // recomputed in backward: never offloaded
-    if (A.timing && E.ready) s->ev_fwd0 = record(s->stream, true);
     if (E.mb > A.max_mb) A.max_mb = E.mb;
     forward_goes_on(E.mb);
+    // Timed after the copies issued just above: pinning their host slots (a
+    // first step's) is host time, not this layer's compute.
+    if (A.timing && E.ready) s->ev_fwd0 = record(s->stream, true);
     E.fwd_ran[E.mb][layer / 64] |= 1ull << (layer % 64);
     if (layer > E.max_fwd_layer) E.max_fwd_layer = layer;
     // Plan from what this layer did last step; in the first step, from the

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The planner (plan.h): a small timeline model of one step, evaluated for
-// each (count, prefetch) and the cheapest plan under the budget kept.
+// The planner (plan.h): a small event model of one step as the engine runs
+// it, evaluated for each (count, prefetch), and the cheapest plan under the
+// budget kept.
 #include "offload/plan.h"
 
 #include <stddef.h>
@@ -16,6 +17,69 @@ static double max2(double a, double b)
     return a > b ? a : b;
 }
 
+// --- the model's state -------------------------------------------------------------------
+// Releases under way complete in the order they were issued (one copy engine
+// out; one compute stream in backward): two queues, oldest first.
+typedef struct ao_releases_s {
+    int head, tail;
+    int *layer;
+    double *t;  // when the release completes on the GPU
+    bool *gone; // per layer: its release completed, or was cancelled
+} ao_releases_t;
+
+typedef struct ao_model_s {
+    const ao_plan_in_t *in;
+    double h;             // the host: ahead of the GPU, except where it waited
+    double level;         // tracked bytes mapped
+    double pool;          // physical memory the engine holds for them
+    double top;           // the highest level
+    ao_releases_t copies; // copies out: a layer's memory goes when its copy is done
+    ao_releases_t frees;  // backward: a layer's memory goes when its backward is done
+} ao_model_t;
+
+static void push(ao_releases_t *q, int layer, double t)
+{
+    q->layer[q->tail] = layer;
+    q->t[q->tail++] = t;
+}
+
+// The oldest release still under way: waited for (the host's clock moves
+// to its end), or else taken only if done by the host's time. False if none.
+static bool pop(ao_model_t *m, ao_releases_t *q, bool wait)
+{
+    while (q->head < q->tail && q->gone[q->layer[q->head]])
+        q->head++; // cancelled
+    if (q->head == q->tail || (!wait && q->t[q->head] > m->h)) return false;
+    if (wait) m->h = max2(m->h, q->t[q->head]);
+    q->gone[q->layer[q->head]] = true;
+    m->level -= (double)m->in->bytes[q->layer[q->head]];
+    q->head++;
+    return true;
+}
+
+// What the engine does at every boundary and allocation: act on what the
+// GPU has finished by now (the host's time), never waiting.
+static void poll(ao_model_t *m)
+{
+    while (pop(m, &m->copies, false) || pop(m, &m->frees, false)) {
+    }
+}
+
+// A layer's memory, as chunk_map gets it: from the pool while it has room;
+// otherwise the host waits for the oldest release under way (a copy out
+// before a free); with none under way, the pool grows.
+static void map(ao_model_t *m, uint64_t bytes)
+{
+    poll(m);
+    while (m->level + (double)bytes > m->pool &&
+           (pop(m, &m->copies, true) || pop(m, &m->frees, true)))
+        poll(m);
+    m->level += (double)bytes;
+    if (m->level > m->pool) m->pool = m->level;
+    if (m->level > m->top) m->top = m->level;
+}
+
+// --- one step ------------------------------------------------------------------------------
 void ao_plan_predict(const ao_plan_in_t *in, int k, int d, ao_plan_t *out)
 {
     const int n = in->nlayers;
@@ -23,67 +87,81 @@ void ao_plan_predict(const ao_plan_in_t *in, int k, int d, ao_plan_t *out)
     memset(out, 0, sizeof *out);
     out->count = k;
     out->prefetch = d;
-    uint64_t total = 0;
-    for (int l = 0; l < n; l++)
+    const int nn = n > 0 ? n : 1;
+    uint64_t total = 0, away = 0;
+    double compute = 0, fwd = 0;
+    for (int l = 0; l < n; l++) {
         total += B[l];
+        if (l < k && l + 1 < n) away += B[l];
+        fwd += (double)in->fwd_ns[l];
+        compute += (double)in->fwd_ns[l] + (double)in->bwd_ns[l];
+    }
     // What is not the layers' (weights, temporaries): stays whatever the plan.
     uint64_t base = in->peak_without > total ? in->peak_without - total : 0;
 
-    // Forward: layer l's copy is issued at the end of layer l+1, after the
-    // copies before it. A layer's memory is saved once its copy is done; the
-    // engine waits for a release under way rather than map more memory, so
-    // copies still running at the end of the forward hold it back by as much
-    // (exposed time) and save their memory all the same.
-    double t = 0, link = 0, end_fwd = 0;
-    double end_of[n > 0 ? n : 1];
-    for (int l = 0; l < n; l++)
-        end_of[l] = (t += (double)in->fwd_ns[l]);
-    end_fwd = t;
-    // Forward times not measured: the copies are taken to be in time.
-    const bool timed = end_fwd > 0;
-    uint64_t away = 0;
-    for (int l = 0; l < k && l + 1 < n; l++) {
-        link = max2(link, end_of[l + 1]) + (double)B[l] / bw(in->d2h);
-        if (timed && link > end_fwd) out->fwd_late += B[l];
-        away += B[l];
-    }
-    if (timed && link > end_fwd) out->exposed_ns += (uint64_t)(link - end_fwd);
-    uint64_t peak_act = total - away;
+    int ql[2][nn];
+    double qt[2][nn], copied[nn], back_at[nn];
+    bool gone[2][nn], back[nn];
+    memset(gone, 0, sizeof gone);
+    ao_model_t m = {.in = in,
+                    .pool = (double)(total - away),
+                    .copies = {.layer = ql[0], .t = qt[0], .gone = gone[0]},
+                    .frees = {.layer = ql[1], .t = qt[1], .gone = gone[1]}};
 
-    // Backward, last layer first. When layer L's backward begins, layer
-    // L-1-d is reloaded (prefetch), and L, L-1 are reloaded now if they are
-    // still away; the compute stream waits for L and L-1. Memory then: every
-    // layer up to L, less those offloaded and not reloaded yet.
-    double now = 0;
-    double done[n > 0 ? n : 1];
-    bool back[n > 0 ? n : 1];
+    // Forward. The host runs ahead of the GPU: it stops only where a layer's
+    // memory must wait for a release. The pool holds what the layers not
+    // offloaded need at the forward's end (the engine trims it to that), so
+    // from the layer that fills it on, each layer's memory waits for a copy
+    // out: a link slower than the forward paces the forward (exposed time).
+    // Layer l's copy starts at its release point, the end of layer l+1, after
+    // the copies before it.
+    double gpu = 0, d2h = 0, h2d = 0;
     for (int l = 0; l < n; l++) {
-        done[l] = 0;
-        back[l] = !(l < k && l + 1 < n); // resident all along
+        poll(&m);
+        if (B[l]) map(&m, B[l]);
+        gpu = max2(gpu, m.h) + (double)in->fwd_ns[l];
+        copied[l] = 0;
+        if (l >= 1 && l - 1 < k) {
+            d2h = max2(d2h, gpu) + (double)B[l - 1] / bw(in->d2h);
+            copied[l - 1] = d2h;
+            push(&m.copies, l - 1, d2h);
+            if (d2h > fwd) out->fwd_late += B[l - 1];
+        }
     }
-    double h2d = 0;
-    uint64_t up_to = total; // bytes of layers 0 .. L
+
+    // Backward, last layer first. At layer L's backward_begin the host
+    // reloads L, L-1 (needed now) and L-2 .. L-1-d (prefetch), each into
+    // memory got as in the forward, so reloads run as far ahead as the pool
+    // and the link let them (a model that issues them when the GPU reaches
+    // L+1+d's backward predicts waits the engine does not have); a layer
+    // whose copy out the host has not seen done yet is not released, and
+    // stays. The compute stream waits for L's and L-1's reloads; L's memory
+    // goes when its backward is done.
+    for (int l = 0; l < n; l++) {
+        back[l] = !(l < k && l + 1 < n);
+        back_at[l] = 0;
+    }
     for (int L = n - 1; L >= 0; L--) {
+        poll(&m);
         for (int j = L; j >= L - 1 - d && j >= 0; j--) {
             if (back[j]) continue;
-            h2d = max2(h2d, now) + (double)B[j] / bw(in->h2d);
-            done[j] = h2d;
             back[j] = true;
+            if (!m.copies.gone[j]) { // still being copied out: the copy is cancelled
+                m.copies.gone[j] = true;
+                continue;
+            }
+            map(&m, B[j]);
+            h2d = max2(max2(h2d, m.h), copied[j]) + (double)B[j] / bw(in->h2d);
+            back_at[j] = h2d;
         }
-        uint64_t still_away = 0;
-        for (int j = 0; j < k && j < n; j++)
-            if (!back[j]) still_away += B[j];
-        uint64_t m = up_to - still_away;
-        if (m > peak_act) peak_act = m;
-        double ready = max2(done[L], L > 0 ? done[L - 1] : 0);
-        if (ready > now) {
-            out->exposed_ns += (uint64_t)(ready - now);
-            now = ready;
-        }
-        now += (double)in->bwd_ns[L];
-        up_to -= B[L];
+        double ready = max2(back_at[L], L > 0 ? back_at[L - 1] : 0);
+        gpu = max2(max2(gpu, m.h), ready) + (double)in->bwd_ns[L];
+        if (B[L]) push(&m.frees, L, gpu);
     }
-    out->peak = base + peak_act;
+    // Forward times not measured: the copies are taken to be in time.
+    if (fwd > 0 && gpu > compute) out->exposed_ns = (uint64_t)(gpu - compute);
+    if (fwd <= 0) out->fwd_late = 0;
+    out->peak = base + (uint64_t)m.top;
     out->budget_met = out->peak <= in->budget;
 }
 

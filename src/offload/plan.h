@@ -3,22 +3,33 @@
 // No CUDA, no state, no locks: the engine measures a step and carries out
 // what comes back, and tests call it with figures of their own.
 //
-// The model, for one step of n layers whose forward saves bytes[l] each:
+// The model: one step of n layers whose forward saves bytes[l] each, as the
+// engine runs it, event by event (on the simulated GPU it predicts the
+// exposed time within about 1% of the step; tests/e2e's
+// speed_auto_link_bound holds it to 5%).
 // - a plan offloads layers 0 .. k-1 (the earliest have the most time to be
-//   copied out and are needed last) and reloads each d layers ahead (layer j
-//   comes back when the backward of j+1+d begins);
-// - copies out start at each layer's release point (the end of layer l+1),
-//   one after another on the link; copies still running when the forward
-//   would end hold it back (the engine waits for a release rather than map
-//   more memory): exposed time;
-// - in backward, when layer L's backward begins, L and everything below it
-//   not offloaded, or already reloaded, is on the device; the compute
-//   stream waits for a reload still under way (the exposed time);
+//   copied out and are needed last); layer l's copy out starts at its
+//   release point, the end of layer l+1, one copy after another;
+// - the host runs ahead of the GPU and stops only where chunk_map waits: a
+//   layer's memory comes from the engine's pool of physical memory, and with
+//   the pool full the host waits for the oldest release under way (a copy
+//   out done, or in backward a layer's backward done); with none under way
+//   the pool grows. The pool holds what the layers not offloaded need at
+//   the forward's end (the engine trims it to that when a plan is made), so
+//   from layer n-k on, each layer's memory waits for a copy out: a link
+//   slower than the forward paces the forward (exposed time);
+// - in backward the host reloads L, L-1 and L-2 .. L-1-d at L's
+//   backward_begin, each as soon as the pool has room (a reload whose copy
+//   out the host has not yet seen done is cancelled: the layer stays), so
+//   reloads run as far ahead as memory and the link let them, whatever d;
+//   the compute stream waits for L's and L-1's reloads (exposed time);
 // - everything else (weights, temporaries) is peak_without minus the sum of
 //   bytes, and stays.
+// exposed_ns: the step's end less its compute (forward and backward times).
 // The budget comes first: the smallest k whose predicted peak fits, with the
-// d that exposes the least copy time (then the lower peak). When no plan
-// fits, the one with the lowest peak, and budget_met is false.
+// d that exposes the least copy time (then the lower peak, then the smaller
+// d, which holds the least memory should the host not run ahead). When no
+// plan fits, the one with the lowest peak, and budget_met is false.
 #ifndef AO_PLAN_H
 #define AO_PLAN_H
 

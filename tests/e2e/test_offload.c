@@ -573,6 +573,72 @@ Test(e2e, speed_link_too_slow, .timeout = 60)
     e2e_free(&with);
 }
 
+// AOSHIM_OFFLOAD_LAYERS=auto under a budget the link cannot serve within the
+// forward (issue 10): 3.5 layers' activations under the step's need at the
+// default 50 GB/s, where a layer's copy (c = T / 50 GB/s, 5.7 ms) takes three
+// times its forward. The plan offloads the first k layers, and the device
+// keeps what the other N-k hold (aoshim's pool of physical memory, which the
+// plan sizes): from layer N-k on, each layer's memory waits for a copy out.
+// From first principles, with layer l's copy starting at the end of layer
+// l+1 (its release point), one copy at a time each way, and c longer than a
+// layer's forward and its backward:
+//   forward:  the copies run back to back from 2 f_fwd; the last layer waits
+//             for the last one: it ends at 2 f_fwd + k c + f_fwd;
+//   backward: the device is full until the last layer's backward frees its
+//             memory (f_bwd later); the reloads then run back to back, layer
+//             k-1 first, layer 0's done k c later; the backward of layers 1
+//             and 0 follows (2 f_bwd).
+//   step = rest + 3 f_fwd + 2 k c + 3 f_bwd
+//        = baseline + 2 k c - (N - 3) (f_fwd + f_bwd)
+// where rest = baseline - N (f_fwd + f_bwd) (memsets, loss, optimizer). The
+// chains are the critical path while 2 f_fwd + k c >= (N-1) f_fwd and
+// f_bwd + k c >= (N-2) f_bwd: checked, as premises. The plan's row states
+// the copy time exposed per step: it must be what the step lost.
+Test(e2e, speed_auto_link_bound, .timeout = 60)
+{
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, MODEL " --steps 4");
+    expect_ok("without aoshim", &base);
+    uint64_t budget = base.peak - base.act_per_layer * 7 / 2;
+    char env[64];
+    snprintf(env, sizeof env, "AOSHIM_BUDGET=%" PRIu64, budget);
+    e2e_train(&with, true, ENV("AOSHIM_OFFLOAD_LAYERS=auto", env), MODEL " --steps 4");
+    expect_ok("auto", &with);
+    const char *row = plan_row(&with);
+    int last = -1;
+    cr_assert(sscanf(row, "layers 0-%d of", &last) == 1, "plan: %.200s", row);
+    const char *ex = strstr(row, "copies exposed ");
+    cr_assert(ex, "plan: %.200s", row);
+    double stated = strtod(ex + strlen("copies exposed "), NULL) * 1e6;
+    double f_fwd, f_bwd;
+    layer_costs(&f_fwd, &f_bwd);
+    const double k = last + 1, n = N_LAYERS, c = (double)base.act_per_layer / 50.0;
+    double predicted = (double)base.step_ns + 2 * k * c - (n - 3) * (f_fwd + f_bwd);
+    double measured = (double)with.step_ns, exposed = measured - (double)base.step_ns;
+    cr_log_info("auto, link-bound: budget %" PRIu64 ", peak %" PRIu64 "; k=%.0f, c=%.3f ms, "
+                "f_fwd=%.3f ms, f_bwd=%.3f ms; step %.3f ms, predicted %.3f ms (%+.2f%%); exposed "
+                "%.3f ms, the plan said %.3f ms (%+.2f%% of the step): %.*s",
+                budget, with.peak, k, c / 1e6, f_fwd / 1e6, f_bwd / 1e6, measured / 1e6,
+                predicted / 1e6, 100 * (measured - predicted) / predicted, exposed / 1e6,
+                stated / 1e6, 100 * (stated - exposed) / measured, (int)strcspn(row, "\n"), row);
+    // The premises: the link cannot carry what the budget needs within the
+    // forward, and the copy chains are the critical path.
+    cr_assert_gt(2 * f_fwd + k * c, n * f_fwd, "premise: the copies fit in the forward");
+    cr_assert(c > f_fwd && c > f_bwd, "premise: a copy is no longer than a layer's compute");
+    cr_assert_geq(2 * f_fwd + k * c, (n - 1) * f_fwd, "premise: the forward is not link-bound");
+    cr_assert_geq(f_bwd + k * c, (n - 2) * f_bwd, "premise: the backward is not link-bound");
+    cr_assert_leq(with.peak, budget, "peak %" PRIu64 " over the budget %" PRIu64, with.peak,
+                  budget);
+    cr_expect_leq(fabs(measured - predicted), 0.05 * predicted,
+                  "step %.3f ms, not within 5%% of the link's %.3f ms", measured / 1e6,
+                  predicted / 1e6);
+    cr_expect_leq(fabs(stated - exposed), 0.05 * measured,
+                  "the plan said %.3f ms exposed, the step lost %.3f ms (step %.3f ms)",
+                  stated / 1e6, exposed / 1e6, measured / 1e6);
+    e2e_free(&base);
+    e2e_free(&with);
+}
+
 // --- capacity -------------------------------------------------------------------------------
 // A device too small for the baseline's peak but big enough for static + the
 // activations left resident (+ slack): OOM without aoshim, fine with it, and

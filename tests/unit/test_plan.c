@@ -2,6 +2,7 @@
 // The planner (src/offload/plan.c) on figures of our own: a step of n equal
 // layers of T bytes each, forward and backward times per layer, a link.
 #include <criterion/criterion.h>
+#include <math.h>
 
 #include "offload/plan.h"
 
@@ -96,17 +97,58 @@ Test(plan, an_impossible_budget_is_said)
     cr_assert_lt(p.peak, W + N * T);
 }
 
-// Reloads slower than the backward: the compute stream waits, and a longer
-// prefetch distance waits less.
-Test(plan, prefetch_hides_slow_reloads)
+// A slow link, by hand (f = 1 ms forward, b = 2 ms backward, a copy c = 21
+// ms each way, 3 of 12 layers offloaded). The host runs ahead of the GPU and
+// the device keeps what the 9 other layers hold, so:
+// - forward: the copies run back to back from the end of layer 1 (2f); layer
+//   9 waits for copy 0, 10 for 1, 11 for 2: the forward ends at 3f + 3c;
+// - backward: the device is full until layer 11's backward frees its memory
+//   (b later); the reloads then run back to back (2, 1, 0), and layers 1
+//   and 0 follow the last one: the step ends at 3f + 3c + b + 3c + 2b.
+// Exposed: that, less the compute (12f + 12b) = 6c - 9f - 9b.
+Test(plan, a_slow_link_paces_both_passes)
 {
-    ao_plan_in_t in = step(1000000, 50, 0); // backward 2 ms a layer, a reload ~2.1 ms
+    ao_plan_in_t in = step(1000000, 5, W + 2 * T);
+    ao_plan_t p;
+    ao_plan_predict(&in, 3, 1, &p);
+    double c = (double)T / 5.0, want = 6 * c - 9e6 - 9 * 2e6;
+    cr_assert_gt(p.fwd_late, 0);
+    cr_assert_leq(fabs((double)p.exposed_ns - want), 2.0, "exposed %llu, want %.0f",
+                  (unsigned long long)p.exposed_ns, want);
+    cr_assert_eq(p.peak, W + 9 * T, "the device holds what the other layers hold");
+}
+
+// Reloads are paced by memory, not by the prefetch distance: the host runs
+// ahead and reloads a layer as soon as a backward has freed room for it. A
+// long forward (every copy out done in time; 6 of 12 layers away, 6 kept),
+// backward 2 ms a layer, a reload 21 ms: the reloads run back to back from
+// the end of layer 11's backward, and layers 1 and 0 follow the last one:
+// exposed 6c + 3b - 12b, whatever the distance.
+Test(plan, memory_paces_the_reloads_not_the_prefetch_distance)
+{
+    ao_plan_in_t in = step(1000000, 5, 0);
     for (int l = 0; l < N; l++)
-        fwd[l] = 20000000; // a long forward: every copy out is done in time
+        fwd[l] = 30000000;
     ao_plan_t d1, d3;
     ao_plan_predict(&in, 6, 1, &d1);
     ao_plan_predict(&in, 6, 3, &d3);
-    cr_assert_gt(d1.exposed_ns, 0);
-    cr_assert_lt(d3.exposed_ns, d1.exposed_ns);
-    cr_assert_geq(d3.peak, d1.peak, "reloading earlier never lowers the peak");
+    double c = (double)T / 5.0, want = 6 * c - 9 * 2e6;
+    cr_assert_eq(d1.fwd_late, 0);
+    cr_assert_leq(fabs((double)d1.exposed_ns - want), 2.0, "exposed %llu, want %.0f",
+                  (unsigned long long)d1.exposed_ns, want);
+    cr_assert_eq(d3.exposed_ns, d1.exposed_ns);
+    cr_assert_eq(d3.peak, d1.peak);
+    cr_assert_eq(d1.peak, W + 6 * T);
+}
+
+// A link that keeps up with the backward (a reload ~0.21 ms, a backward 2
+// ms): the reloads hide behind it.
+Test(plan, a_link_that_keeps_up_with_the_backward_hides_the_reloads)
+{
+    ao_plan_in_t in = step(1000000, 500, 0); // a copy ~0.21 ms, a backward 2 ms
+    for (int l = 0; l < N; l++)
+        fwd[l] = 30000000;
+    ao_plan_t p;
+    ao_plan_predict(&in, 6, 1, &p);
+    cr_assert_eq(p.exposed_ns, 0, "exposed %llu", (unsigned long long)p.exposed_ns);
 }
