@@ -183,11 +183,21 @@ static CUresult create(size_t size, CUmemGenericAllocationHandle *h)
     return ao_real.cuMemCreate(h, size, &prop, 0);
 }
 
-CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph)
+CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
 {
     ph->n = 0;
     size_t got = pool_take_tiles(size, ph);
     CUresult r = CUDA_SUCCESS;
+    // reshape: the idle handles left are each larger than what is missing
+    // (a handle maps whole: cuMemMap's offset must be 0), as for the two
+    // chunks of a layer offloaded in part: the smallest goes back first, so
+    // that new memory replaces idle memory rather than adds to it.
+    if (reshape && got < size && npool) {
+        size_t best = 0;
+        for (size_t i = 1; i < npool; i++)
+            if (pool[i].size < pool[best].size) best = i;
+        ao_real.cuMemRelease(pool_remove(best).h);
+    }
     if (got < size) {
         CUmemGenericAllocationHandle h;
         r = create(size - got, &h);

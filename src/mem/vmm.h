@@ -90,7 +90,7 @@ typedef struct ao_phys_s {
 // cuMemCreate only for what the pool cannot cover (on out-of-memory the
 // idle pool is given back and creation retried). One cuMemMap per handle,
 // one cuMemSetAccess for the range. On failure nothing stays mapped.
-CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *out);
+CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *out, bool reshape);
 // One cuMemUnmap for the range (it covers whole mappings only); the handles
 // go back to the pool.
 CUresult ao_phys_unmap(CUdeviceptr p, size_t size, const ao_phys_t *ph);

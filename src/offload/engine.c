@@ -84,6 +84,8 @@ struct ao_chunk_s {
     // runs out (ao_engine_trim) and the layer reloaded at its backward.
     bool prefetched;
     bool prepared;   // host slots taken, copies about to be queued
+    bool stays;      // the part of a layer the schedule keeps on the device
+    bool split;      // a chunk of a layer offloaded in part (stays or not): sizes the pool lacks
     CUevent ev_copy; // after the copies of a cancelled offload, still reading it
     // Frees that the scope's own stream does not order (another stream's
     // cudaFreeAsync, a cudaFree): their events, which any release waits for.
@@ -95,7 +97,9 @@ struct ao_chunk_s {
 
 // What the same layer did in the last step: per allocation, its size and
 // whether it was a temporary (freed inside the layer) or kept.
-enum { LEARN_TEMP = 1, LEARN_KEPT = 2 };
+// LEARN_GONE: tracked, but freed after its layer ended and before its copy
+// out started (a later layer consumed it): offloading it saves nothing.
+enum { LEARN_TEMP = 1, LEARN_KEPT = 2, LEARN_GONE = 4 };
 typedef struct ao_learn_s {
     unsigned n;
     uint64_t saved; // bytes (rounded) alive at layer_end in tracked chunks
@@ -121,6 +125,10 @@ struct ao_scope_s {
     CUevent ev_fwd0;        // timing, at layer_begin (A.timing)
     ao_learn_t rec;         // this scope's allocations, learned at layer_end
     const ao_learn_t *plan; // last step's record of this layer, if any
+    // A layer offloaded in part (the schedule's part): per allocation of the
+    // plan, 1 if it stays; and the bytes planned for each kind of chunk.
+    uint8_t *stays;
+    uint64_t part_goes, part_stays;
     struct ao_scope_s *next;
 };
 
@@ -508,15 +516,15 @@ static CUresult chunk_map(ao_chunk_t *c)
     if (ao_phys_idle() < c->size && s == E.open && s->ev_fwd0) idle0 = record(s->stream, true);
     while (ao_phys_idle() < c->size && wait_one_release()) {
     }
-    CUresult r = ao_phys_map(c->base, c->size, &c->phys);
+    CUresult r = ao_phys_map(c->base, c->size, &c->phys, c->split);
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         drain_locked();
-        r = ao_phys_map(c->base, c->size, &c->phys);
+        r = ao_phys_map(c->base, c->size, &c->phys, c->split);
     } else if (r != CUDA_SUCCESS) {
         // Once more: a failed map or set-access may have been passing (the
         // failed attempt undid itself), and a chunk left unmapped is a fault
         // for the next kernel that needs it.
-        r = ao_phys_map(c->base, c->size, &c->phys);
+        r = ao_phys_map(c->base, c->size, &c->phys, c->split);
     }
     if (r == CUDA_SUCCESS) {
         c->mapped = true;
@@ -555,11 +563,12 @@ static void chunk_recycle(ao_chunk_t *c)
     spare_chunks = c;
 }
 
-static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size)
+static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size, bool split)
 {
     ao_chunk_t *c = chunk_alloc();
     if (!c) return NULL;
     c->size = size;
+    c->split = split;
     c->scope = s;
     c->state = AO_RESIDENT;
     if (ao_va_alloc(size, &c->base) != CUDA_SUCCESS) {
@@ -691,6 +700,7 @@ static void scope_destroy(ao_scope_t *s)
     event_put(s->ev_reloaded, false);
     event_put(s->ev_fwd0, true);
     learn_free(&s->rec);
+    free(s->stays);
     free(s);
 }
 
@@ -857,11 +867,13 @@ static void drain_locked(void)
 }
 
 // --- allocation -----------------------------------------------------------------------------
-static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize)
+static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize, bool stays)
 {
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
         uint64_t lo;
-        if (c->state != AO_RESIDENT || ao_extents_take(&c->free, rsize, &lo) < 0) continue;
+        if (c->state != AO_RESIDENT || c->stays != stays ||
+            ao_extents_take(&c->free, rsize, &lo) < 0)
+            continue;
         ao_buffer_t *b = calloc(1, sizeof *b);
         if (!b) {
             ao_extents_give(&c->free, lo, rsize);
@@ -898,20 +910,28 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
     unsigned seq = s->rec.n;
     const ao_learn_t *plan = s->plan;
     bool planned = plan && seq < plan->n && plan->size[seq] == size;
-    if (planned && plan->flags[seq]) {
+    if (planned && plan->flags[seq] & (LEARN_TEMP | LEARN_KEPT)) {
         // A temporary last step (or kept): the real allocator serves it.
         learn_push(&s->rec, size, plan->flags[seq]);
         goto out;
     }
     size_t rsize = (size + AO_ALIGN - 1) & ~(AO_ALIGN - 1);
+    // A layer offloaded in part: the buffers the schedule keeps have chunks
+    // of their own, which are never copied out.
+    bool stays = planned && s->stays && s->stays[seq];
     // AOSHIM_CHECK: every buffer its own chunk, so that its free can unmap it.
-    ao_buffer_t *b = ao_config.check ? NULL : suballoc(s, rsize);
+    ao_buffer_t *b = ao_config.check ? NULL : suballoc(s, rsize, stays);
     if (!b) {
-        // One chunk for the layer's whole saved set when last step told us
-        // its size; otherwise a chunk of this buffer's own size.
+        // One chunk for the layer's whole saved set (or for each part) when
+        // last step told us its size; otherwise a chunk of this buffer's size.
         size_t want = ao_vmm_round(rsize);
-        if (planned && !s->chunks && plan->saved > want) want = ao_vmm_round(plan->saved);
-        if (chunk_new(s, want)) b = suballoc(s, rsize);
+        bool first = planned;
+        for (ao_chunk_t *c = s->chunks; c && first; c = c->next)
+            first = c->stays != stays;
+        uint64_t saved = !first ? 0 : !s->stays ? plan->saved : stays ? s->part_stays : s->part_goes;
+        if (saved > want) want = ao_vmm_round(saved);
+        ao_chunk_t *c = chunk_new(s, want, s->stays != NULL);
+        if (c) c->stays = stays, b = suballoc(s, rsize, stays);
     }
     if (!b) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -980,6 +1000,9 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
     if (c->mapped) ao_rec_site(b->site, -(int64_t)b->size, 0);
     // The allocation record learns which buffers are temporaries.
     if (s == E.open && b->seq < s->rec.n) s->rec.flags[b->seq] |= LEARN_TEMP;
+    if (s != E.open && !s->recompute && c->state == AO_RESIDENT && s->offload_pending &&
+        b->seq < E.learned[s->layer].n)
+        E.learned[s->layer].flags[b->seq] |= LEARN_GONE;
     if (c->state == AO_OFFLOADING) ao_stat_add(AO_STAT_COPIES_SKIPPED, 1);
     if (!c->mapped) {
         // Offloaded: no device memory; its copy out has completed.
@@ -1124,7 +1147,7 @@ static void defer_host_slots(ao_chunk_t *c)
 // Pinning new host memory is slow: done before the copies are timed.
 static bool offload_prepare(ao_chunk_t *c)
 {
-    if (c->state != AO_RESIDENT || !c->nlive) return false;
+    if (c->state != AO_RESIDENT || !c->nlive || c->stays) return false;
     if (c->graph_pins) {
         ao_stat_add(AO_STAT_KEPT_GRAPH, 1);
         return false;
@@ -1500,7 +1523,8 @@ static void plan_step(void)
     ao_stat_step_reset();
     ao_plan_t p;
     ao_plan_make(&in, &p);
-    bool changed = !A.planned || p.count != A.plan.count || p.prefetch != A.plan.prefetch;
+    bool changed = !A.planned || p.count != A.plan.count || p.prefetch != A.plan.prefetch ||
+                   p.part != A.plan.part;
     // A new set of layers: the pool of physical memory keeps no more than
     // the layers left on the device hold. The plan's model (plan.h) takes
     // the pool for that; more, pooled under an earlier plan or in the
@@ -1508,10 +1532,18 @@ static void plan_step(void)
     // budget (GPT-2 small on a 300 GB/s link, a budget 8 layers under its
     // need: 1.26 GiB held for 1.23). The host waits here, once a plan, for
     // the releases under way.
-    if (p.count > 0 && (!A.planned || p.count != A.plan.count)) {
+    if (p.count > 0 && (!A.planned || p.count != A.plan.count || p.part != A.plan.part)) {
         uint64_t keep = 0, mbs = A.mbs > 0 ? (uint64_t)A.mbs : 1;
         for (int l = p.count; l < n; l++)
             keep += mbs * ao_vmm_round(A.bytes[l] / mbs);
+        // The last layer offloaded in part: its two chunks are sizes the
+        // pool has no handle of, made anew next step, and the last layers'
+        // memory then comes from what its part gives back plus new handles:
+        // the pool keeps that much less.
+        if (p.part && p.part < A.bytes[p.count - 1]) {
+            uint64_t away = mbs * ao_vmm_round(p.part / mbs);
+            keep = keep > away ? keep - away : 0;
+        }
         drain_locked();
         ao_phys_trim_to(keep);
     }
@@ -1529,16 +1561,24 @@ static void plan_step(void)
     fmt_bytes(need, sizeof need, in.peak_without);
     fmt_bytes(peak, sizeof peak, p.peak);
     fmt_bytes(budget, sizeof budget, A.budget);
-    if (p.count == 0)
+    if (p.count == 0) {
         snprintf(line, sizeof line, "nothing offloaded: the step needs %s, the budget is %s%s%s",
                  need, budget, A.said_why ? "; " : "", A.said_why ? A.said_why : "");
-    else
+    } else {
+        char part[96] = "";
+        if (p.part) {
+            char b0[32], b1[32];
+            fmt_bytes(b0, sizeof b0, p.part);
+            fmt_bytes(b1, sizeof b1, A.bytes[p.count - 1]);
+            snprintf(part, sizeof part, " (of layer %d, %s of %s)", p.count - 1, b0, b1);
+        }
         snprintf(line, sizeof line,
-                 "layers 0-%d of %d offloaded, prefetch %d: peak %s predicted for a budget of %s "
+                 "layers 0-%d of %d offloaded%s, prefetch %d: peak %s predicted for a budget of %s "
                  "(%s without)%s, copies exposed %.2f ms per step%s%s",
-                 p.count - 1, n, p.prefetch, peak, budget, need,
+                 p.count - 1, n, part, p.prefetch, peak, budget, need,
                  p.budget_met ? "" : ": the budget cannot be met", (double)p.exposed_ns / 1e6,
                  A.said_why ? "; " : "", A.said_why ? A.said_why : "");
+    }
     ao_rec_plan(line, A.plans);
     if (changed && ao_config.verbose) {
         uint64_t f = 0, b = 0;
@@ -1593,6 +1633,49 @@ static bool fwd_ran(int layer, int mb)
     return E.fwd_ran[mb] && (E.fwd_ran[mb][layer / 64] >> (layer % 64)) & 1;
 }
 
+// A layer the schedule offloads in part: its largest saved buffers, as the
+// same layer allocated them last step, go until at least part bytes do; the
+// others stay (their chunks are never copied out). Without a record of the
+// layer, all of it goes.
+static const ao_learn_t *part_plan;
+static int by_size_desc(const void *a, const void *b)
+{
+    uint64_t x = part_plan->size[*(const unsigned *)a], y = part_plan->size[*(const unsigned *)b];
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void choose_part(ao_scope_t *s, uint64_t part)
+{
+    const ao_learn_t *p = s->plan;
+    if (!p || !p->n) return;
+    unsigned *order = malloc(p->n * sizeof *order);
+    s->stays = malloc(p->n);
+    if (!order || !s->stays) {
+        free(order);
+        free(s->stays);
+        s->stays = NULL;
+        return;
+    }
+    unsigned n = 0;
+    for (unsigned i = 0; i < p->n; i++) {
+        s->stays[i] = 1;
+        if (!p->flags[i]) order[n++] = i; // saved until its copy, tracked (not temporary, not kept)
+    }
+    part_plan = p;
+    qsort(order, n, sizeof *order, by_size_desc);
+    s->part_goes = s->part_stays = 0;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t r = (p->size[order[i]] + AO_ALIGN - 1) & ~(AO_ALIGN - 1);
+        if (s->part_goes < part) {
+            s->stays[order[i]] = 0;
+            s->part_goes += r;
+        } else {
+            s->part_stays += r;
+        }
+    }
+    free(order);
+}
+
 int ao_engine_layer_begin(int layer)
 {
     CHECK_ID("aoshim_layer_begin", layer, AO_MAX_LAYERS);
@@ -1635,6 +1718,7 @@ int ao_engine_layer_begin(int layer)
         s->plan = &E.learned[layer];
     else if (layer > 0 && E.learned[layer - 1].n)
         s->plan = &E.learned[layer - 1];
+    if (!E.manual && S.layer[layer].offload && S.layer[layer].part) choose_part(s, S.layer[layer].part);
     // Once the layer count is known, a policy that offloads nothing costs
     // nothing: the layers' allocations go to the real allocator, and no chunk
     // is mapped and unmapped each step. While any layer is offloaded every
@@ -1702,6 +1786,8 @@ int ao_engine_layer_end(int layer)
     s->ev_fwd0 = NULL;
     memset(&s->rec, 0, sizeof s->rec);
     s->plan = NULL;
+    free(s->stays);
+    s->stays = NULL;
     // This layer's kernels have read the previous layers' outputs: their
     // release point, where their copies out start. This one waits for its own.
     release_point(s->mb, s);

@@ -26,6 +26,9 @@
 // - everything else (weights, temporaries) is peak_without minus the sum of
 //   bytes, and stays.
 // exposed_ns: the step's end less its compute (forward and backward times).
+// A plan may offload part of its last layer (the engine moves that layer's
+// largest buffers, at least part bytes): the least part that still fits
+// moves the least over the link.
 // The budget comes first: the smallest k whose predicted peak fits, with the
 // d that exposes the least copy time (then the lower peak, then the smaller
 // d, which holds the least memory should the host not run ahead). When no
@@ -50,6 +53,7 @@ typedef struct ao_plan_in_s {
 
 typedef struct ao_plan_s {
     int count;           // layers 0 .. count-1 are offloaded
+    uint64_t part;       // ... the last of them only this many bytes of it (0: all)
     int prefetch;        // reload distance d
     bool budget_met;     // predicted peak <= budget
     uint64_t peak;       // predicted peak
@@ -63,5 +67,8 @@ typedef struct ao_plan_s {
 void ao_plan_make(const ao_plan_in_t *in, ao_plan_t *out);
 // Predict one (count, prefetch) choice: what ao_plan_make compares.
 void ao_plan_predict(const ao_plan_in_t *in, int count, int prefetch, ao_plan_t *out);
+// The same with only part bytes of layer count-1 offloaded (0: all of it).
+void ao_plan_predict_part(const ao_plan_in_t *in, int count, int prefetch, uint64_t part,
+                          ao_plan_t *out);
 
 #endif // AO_PLAN_H

@@ -25,6 +25,7 @@ static void fill(ao_sched_t *out, int n, int prefetch)
             .copy_at = clamp16(l + 1),
             .release_at = -1,
             .reload_at = clamp16(l + 1 + prefetch),
+            .part = 0,
         };
 }
 
@@ -60,6 +61,7 @@ static void sched_plan(const ao_plan_t *p, int n, ao_sched_t *out)
     fill(out, n, p->prefetch);
     for (int l = 0; l < p->count && l < AO_MAX_LAYERS; l++)
         out->layer[l].offload = true;
+    if (p->count > 0 && p->count <= AO_MAX_LAYERS) out->layer[p->count - 1].part = p->part;
     set_none(out);
 }
 

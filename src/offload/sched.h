@@ -37,6 +37,7 @@
 typedef struct ao_sched_layer_s {
     bool offload;
     int16_t copy_at, release_at, reload_at;
+    uint64_t part; // offload only the layer's largest buffers, at least this many bytes (0: all)
 } ao_sched_layer_t;
 
 typedef struct ao_sched_s {

@@ -152,3 +152,25 @@ Test(plan, a_link_that_keeps_up_with_the_backward_hides_the_reloads)
     ao_plan_predict(&in, 6, 1, &p);
     cr_assert_eq(p.exposed_ns, 0, "exposed %llu", (unsigned long long)p.exposed_ns);
 }
+
+// Half a layer under the need, a link that carries about 0.7 of a layer in
+// the forward (copy of a layer 2.1 ms, the forward after layer 1 1.5 ms): a
+// whole layer 0 holds the forward back; part of it (its largest buffers,
+// in sixteenths, one more than the least that fits) does not.
+Test(plan, part_of_a_layer)
+{
+    ao_plan_in_t in = step(150000, 50, W + N * T - T / 2);
+    ao_plan_t whole, p;
+    ao_plan_predict(&in, 1, 1, &whole);
+    cr_assert(whole.budget_met);
+    cr_assert_gt(whole.exposed_ns, 0, "a whole layer's copy outlasts the forward");
+    ao_plan_make(&in, &p);
+    cr_log_info("part %llu of %llu, exposed %llu (whole: %llu)", (unsigned long long)p.part,
+                (unsigned long long)T, (unsigned long long)p.exposed_ns,
+                (unsigned long long)whole.exposed_ns);
+    cr_assert_eq(p.count, 1);
+    cr_assert(p.part > T / 2 && p.part < T, "part %llu", (unsigned long long)p.part);
+    cr_assert_eq(p.part % (T / 16), 0, "in sixteenths");
+    cr_assert(p.budget_met);
+    cr_assert_lt(p.exposed_ns, whole.exposed_ns);
+}
