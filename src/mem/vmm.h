@@ -98,6 +98,9 @@ CUresult ao_phys_unmap(CUdeviceptr p, size_t size, const ao_phys_t *ph);
 size_t ao_phys_idle(void);
 // Release every idle handle (cuMemRelease). Returns the bytes given back.
 size_t ao_phys_trim(void);
+// The same, except one idle handle of each size in keep (a size may come
+// more than once): those the next mappings will take. keep is consumed.
+size_t ao_phys_trim_except(size_t *keep, size_t nkeep);
 
 // At exit, with nothing mapped any more: every idle handle released and, if
 // free_range, the reservation given back; nothing is aoshim's from then on
