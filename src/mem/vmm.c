@@ -176,6 +176,25 @@ size_t ao_phys_trim(void)
     return ao_phys_trim_to(0);
 }
 
+size_t ao_phys_trim_except(size_t *keep, size_t nkeep)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < npool;) {
+        size_t j = 0;
+        while (j < nkeep && keep[j] != pool[i].size)
+            j++;
+        if (j < nkeep) {
+            keep[j] = 0; // spent: one handle per entry
+            i++;
+            continue;
+        }
+        idle_t it = pool_remove(i); // the last moves to i: looked at next
+        ao_real.cuMemRelease(it.h);
+        bytes += it.size;
+    }
+    return bytes;
+}
+
 static CUresult create(size_t size, CUmemGenericAllocationHandle *h)
 {
     CUmemAllocationProp prop = device_prop();

@@ -101,6 +101,9 @@ size_t ao_phys_trim(void);
 // Release idle handles until at most `keep` bytes stay idle. Returns the
 // bytes given back.
 size_t ao_phys_trim_to(size_t keep);
+// The same, except one idle handle of each size in keep (a size may come
+// more than once): those the next mappings will take. keep is consumed.
+size_t ao_phys_trim_except(size_t *keep, size_t nkeep);
 
 // At exit, with nothing mapped any more: every idle handle released and, if
 // free_range, the reservation given back; nothing is aoshim's from then on

@@ -129,6 +129,7 @@ struct ao_scope_s {
     // plan, 1 if it stays; and the bytes planned for each kind of chunk.
     uint8_t *stays;
     uint64_t part_goes, part_stays;
+    uint64_t pt0;           // passthrough: the real allocator's bytes at layer_begin (auto)
     struct ao_scope_s *next;
 };
 
@@ -208,6 +209,22 @@ static struct {
     const char *why;      // what made the next plan necessary, NULL: the step
     const char *said_why; // ... and the current plan's, kept in its report row
     ao_plan_t plan;
+    // What a scope of each layer is expected to save this step (one
+    // microbatch's): last step's, or scaled when the shapes changed
+    // (plan_reshape), which happened this step if reshaped.
+    uint64_t want[AO_MAX_LAYERS];
+    uint64_t passed[AO_MAX_LAYERS]; // ... and gained by the real allocator, passed through
+    uint64_t peak_without;          // the last measured step's
+    uint64_t fwd_est[AO_MAX_LAYERS], bwd_est[AO_MAX_LAYERS]; // times, not measured since
+    bool reshaped;
+    char shape_why[96];
+    // A layer's copy out was still running when its scheduled reload came
+    // (the reload cancelled it), see copy_too_late: per layer, the prefetch
+    // distance of the plan then; under 'all', late_from on is not offloaded.
+    uint8_t late_d[AO_MAX_LAYERS];
+    bool late;
+    int late_from;
+    char late_why[96];
     // Layers' forward and backward GPU time is measured for the planner and
     // for the report's compute lane (AOSHIM_REPORT_HTML, AOSHIM_TRACE): two
     // events per layer and pass, never otherwise.
@@ -1456,6 +1473,7 @@ static void sched_update(void)
         .nlayers = E.nlayers,
         .plan = A.on && A.planned ? &A.plan : NULL,
         .budget = A.budget,
+        .late_from = A.late ? A.late_from : -1,
     };
     ao_sched_make(&in, &S);
     if (ao_config.schedule == AO_SCHEDULE_TE && E.nlayers > 0 &&
@@ -1493,36 +1511,48 @@ static void fmt_bytes(char *out, size_t n, uint64_t v)
         snprintf(out, n, "%.1f MiB", (double)v / (1ull << 20));
 }
 
-// At a step's end: plan the next from what this one measured. Said (one line
-// under AOSHIM_VERBOSE, the report's "offload plan" row) when it changes.
-static void plan_step(void)
+// A scheduled reload found layer s's copy out still running and cancelled
+// it: the copy saved nothing and cost its time on the link (and the wait of
+// the backward that reads the layer). The plan's model counts on copies late
+// at the forward's end holding it back, and on measured times; the engine
+// holds the forward only when it must wait for memory, and a step that
+// measured slow (the one whose shapes changed) misleads. What the steps show
+// wins: no plan offloads the layer at this prefetch distance or more (the
+// next is made at the step's end), nor does 'all' offload it or any layer
+// after it, until the shapes change. The manual schedule is the program's.
+static void copy_too_late(const ao_scope_t *s)
 {
-    int n = E.nlayers;
-    if (n <= 0) return;
-    for (int l = 0; l < n; l++) {
-        if ((A.tracked[l / 64] >> (l % 64)) & 1) A.bytes[l] = A.cur[l];
-        A.cur[l] = 0;
+    if (E.manual || E.steps == 0) return;
+    const int l = s->layer;
+    if (A.on && A.planned && A.plan.count > l) {
+        int d = A.plan.prefetch > 0 ? A.plan.prefetch : 1;
+        if (A.late_d[l] && A.late_d[l] <= d) return;
+        A.late_d[l] = (uint8_t)d;
+        snprintf(A.late_why, sizeof A.late_why,
+                 "re-planned: layer %d's copy out was late for its reload (prefetch %d)", l, d);
+        A.why = A.late_why;
+    } else if (ao_config.offload_layers.kind == AO_LAYERS_ALL && !A.on) {
+        if (A.late && l >= A.late_from) return;
+        A.late = true;
+        A.late_from = l;
+        sched_update();
+        snprintf(A.late_why, sizeof A.late_why,
+                 "layer %d on not offloaded: its copy out was late for its reload", l);
+    } else {
+        return;
     }
-    memset(A.tracked, 0, sizeof A.tracked);
-    A.mbs = A.max_mb + 1;
-    A.max_mb = 0;
-    // A layer's times were measured per microbatch; its bytes are a step's.
-    static uint64_t fwd[AO_MAX_LAYERS], bwd[AO_MAX_LAYERS];
-    for (int l = 0; l < n; l++)
-        fwd[l] = A.fwd_ns[l] * (uint64_t)A.mbs, bwd[l] = A.bwd_ns[l] * (uint64_t)A.mbs;
-    ao_plan_in_t in = {
-        .nlayers = n,
-        .bytes = A.bytes,
-        .fwd_ns = fwd,
-        .bwd_ns = bwd,
-        .peak_without = ao_stat_step_peak_without(),
-        .budget = A.budget,
-        .d2h = A.d2h_ns ? (double)A.d2h_bytes / (double)A.d2h_ns : 0,
-        .h2d = A.h2d_ns ? (double)A.h2d_bytes / (double)A.h2d_ns : 0,
-    };
-    ao_stat_step_reset();
+    if (ao_config.verbose) ao_log(AO_LOG_INFO, "%s", A.late_why);
+}
+
+// Make a plan from in and take it. Said (one line under AOSHIM_VERBOSE, the
+// report's "offload plan" row) when it changes; the row follows the latest
+// prediction every step (the first plan's came from a step aoshim itself
+// slowed).
+static void plan_take(const ao_plan_in_t *in, bool estimated)
+{
+    const int n = in->nlayers;
     ao_plan_t p;
-    ao_plan_make(&in, &p);
+    ao_plan_make(in, &p);
     bool changed = !A.planned || p.count != A.plan.count || p.prefetch != A.plan.prefetch ||
                    p.part != A.plan.part;
     // A new set of layers: the pool of physical memory keeps no more than
@@ -1535,12 +1565,12 @@ static void plan_step(void)
     if (p.count > 0 && (!A.planned || p.count != A.plan.count || p.part != A.plan.part)) {
         uint64_t keep = 0, mbs = A.mbs > 0 ? (uint64_t)A.mbs : 1;
         for (int l = p.count; l < n; l++)
-            keep += mbs * ao_vmm_round(A.bytes[l] / mbs);
+            keep += mbs * ao_vmm_round(in->bytes[l] / mbs);
         // The last layer offloaded in part: its two chunks are sizes the
         // pool has no handle of, made anew next step, and the last layers'
         // memory then comes from what its part gives back plus new handles:
         // the pool keeps that much less.
-        if (p.part && p.part < A.bytes[p.count - 1]) {
+        if (p.part && p.part < in->bytes[p.count - 1]) {
             uint64_t away = mbs * ao_vmm_round(p.part / mbs);
             keep = keep > away ? keep - away : 0;
         }
@@ -1549,16 +1579,13 @@ static void plan_step(void)
     }
     A.plan = p;
     A.planned = true;
-    // The report's row follows the latest prediction every step (the first
-    // plan's came from a step aoshim itself slowed); a new plan is counted
-    // and said.
     if (changed) {
         A.plans++;
         A.said_why = A.why;
         A.why = NULL;
     }
     char need[32], peak[32], budget[32], line[256];
-    fmt_bytes(need, sizeof need, in.peak_without);
+    fmt_bytes(need, sizeof need, in->peak_without);
     fmt_bytes(peak, sizeof peak, p.peak);
     fmt_bytes(budget, sizeof budget, A.budget);
     if (p.count == 0) {
@@ -1583,11 +1610,166 @@ static void plan_step(void)
     if (changed && ao_config.verbose) {
         uint64_t f = 0, b = 0;
         for (int l = 0; l < n; l++)
-            f += fwd[l], b += bwd[l];
+            f += in->fwd_ns[l], b += in->bwd_ns[l];
         ao_log(AO_LOG_INFO,
-               "plan %u: %s (measured: forward %.2f ms, backward %.2f ms, link %.1f / %.1f GB/s)",
-               A.plans, line, (double)f / 1e6, (double)b / 1e6, in.d2h, in.h2d);
+               "plan %u: %s (%s: forward %.2f ms, backward %.2f ms, link %.1f / %.1f GB/s)",
+               A.plans, line, estimated ? "estimated" : "measured", (double)f / 1e6,
+               (double)b / 1e6, in->d2h, in->h2d);
     }
+}
+
+static double link_bw(uint64_t bytes, uint64_t ns)
+{
+    return ns ? (double)bytes / (double)ns : 0;
+}
+
+// At a step's end: plan the next from what this one measured.
+static void plan_step(void)
+{
+    int n = E.nlayers;
+    if (n <= 0) return;
+    for (int l = 0; l < n; l++) {
+        if ((A.tracked[l / 64] >> (l % 64)) & 1) A.bytes[l] = A.cur[l];
+        A.cur[l] = 0;
+    }
+    memset(A.tracked, 0, sizeof A.tracked);
+    A.mbs = A.max_mb + 1;
+    A.max_mb = 0;
+    // A layer's times were measured per microbatch; its bytes are a step's.
+    // One not measured since its shapes changed: the estimate made then.
+    static uint64_t fwd[AO_MAX_LAYERS], bwd[AO_MAX_LAYERS];
+    for (int l = 0; l < n; l++) {
+        fwd[l] = (A.fwd_ns[l] ? A.fwd_ns[l] : A.fwd_est[l]) * (uint64_t)A.mbs;
+        bwd[l] = (A.bwd_ns[l] ? A.bwd_ns[l] : A.bwd_est[l]) * (uint64_t)A.mbs;
+        A.want[l] = A.bytes[l] / (uint64_t)A.mbs;
+    }
+    A.peak_without = ao_stat_step_peak_without();
+    ao_plan_in_t in = {
+        .nlayers = n,
+        .bytes = A.bytes,
+        .fwd_ns = fwd,
+        .bwd_ns = bwd,
+        .peak_without = A.peak_without,
+        .budget = A.budget,
+        .d2h = link_bw(A.d2h_bytes, A.d2h_ns),
+        .h2d = link_bw(A.h2d_bytes, A.h2d_ns),
+        .late_d = A.late_d,
+    };
+    ao_stat_step_reset();
+    // The plan made when the shapes changed came from estimates: this one,
+    // the first measured, answers the same change (and a later one does not).
+    if (A.reshaped && !A.why) A.why = A.shape_why;
+    plan_take(&in, false);
+    if (A.why == A.shape_why) A.why = NULL;
+}
+
+// A layer saved other bytes than the plan expects of it: the shapes changed
+// (a new sequence length or batch size). The plan made for the old ones
+// would hold in this very step only by chance, so a new one is made at
+// once, from the old measurements scaled by the same ratio r (transformer
+// layers change alike): every layer's bytes and compute time, and what is
+// not the layers' when it grows (it holds inputs and temporaries that grow
+// with them; weights do not shrink). Made at the layer's end, before its
+// predecessor's release point, so a change seen at layer 0 reaches every
+// layer of the step. A layer matching the scaled figure changes nothing.
+//
+// saved, was: the layer's bytes now and as expected; held: the memory it
+// holds (its chunks could not follow last step's sizes: each buffer got one
+// of its own, rounded up to the granule; the layers after it are sized from
+// it, see ao_engine_layer_begin). passed: the layer was not tracked (a plan
+// of nothing), its bytes and was are what the real allocator gained over
+// the layer: it and the layers before it stay, whatever the new plan.
+// Idle physical memory of the old sizes fits none of the new chunks; held,
+// it would add to this step's peak, so it goes back now, and what this step
+// leaves idle goes back at its end (trim_to_learned).
+static void plan_reshape(int layer, uint64_t saved, uint64_t was, uint64_t held, bool passed)
+{
+    const int n = E.nlayers;
+    if (!A.planned || n <= 0 || layer >= n || !was || !saved || saved == was) return;
+    const double r = (double)saved / (double)was;
+    const uint64_t mbs = A.mbs > 0 ? (uint64_t)A.mbs : 1;
+    uint64_t old_total = 0, total = 0;
+    static uint64_t bytes[AO_MAX_LAYERS], fwd[AO_MAX_LAYERS], bwd[AO_MAX_LAYERS];
+    for (int l = 0; l < n; l++) {
+        old_total += A.bytes[l];
+        A.want[l] = l == layer && !passed ? saved : (uint64_t)((double)A.want[l] * r);
+        A.bytes[l] = A.want[l] * mbs;
+        uint64_t mem = l == layer && held > saved ? held * mbs : A.bytes[l];
+        total += mem;
+        bytes[l] = passed && l <= layer ? 0 : mem; // 0: it stays (counted with the rest)
+        // Times: scaled, until the new shapes are measured (the least
+        // measured of the old ones would otherwise stay for good).
+        uint64_t f = A.fwd_ns[l] ? A.fwd_ns[l] : A.fwd_est[l];
+        uint64_t b = A.bwd_ns[l] ? A.bwd_ns[l] : A.bwd_est[l];
+        A.fwd_est[l] = (uint64_t)((double)f * r);
+        A.bwd_est[l] = (uint64_t)((double)b * r);
+        A.fwd_ns[l] = A.bwd_ns[l] = 0;
+        fwd[l] = A.fwd_est[l] * mbs;
+        bwd[l] = A.bwd_est[l] * mbs;
+    }
+    uint64_t rest = A.peak_without > old_total ? A.peak_without - old_total : 0;
+    if (r > 1) rest = (uint64_t)((double)rest * r);
+    if (!A.reshaped) { // the first layer that showed the change says why
+        char now_b[32], was_b[32];
+        fmt_bytes(now_b, sizeof now_b, saved);
+        fmt_bytes(was_b, sizeof was_b, was);
+        snprintf(A.shape_why, sizeof A.shape_why,
+                 "re-planned: layer %d saves %s, was %s (shapes changed)", layer, now_b, was_b);
+        ao_phys_trim();
+    }
+    A.why = A.shape_why;
+    A.reshaped = true;
+    A.late = false; // the timing changes with the shapes
+    sched_update();
+    memset(A.late_d, 0, sizeof A.late_d);
+    ao_plan_in_t in = {
+        .nlayers = n,
+        .bytes = bytes,
+        .fwd_ns = fwd,
+        .bwd_ns = bwd,
+        .peak_without = rest + total,
+        .budget = A.budget,
+        .d2h = link_bw(A.d2h_bytes, A.d2h_ns),
+        .h2d = link_bw(A.h2d_bytes, A.h2d_ns),
+    };
+    plan_take(&in, true);
+}
+
+// At a layer's end (auto): has its shape changed? A tracked layer is held
+// to what the plan expects; one passed through to the real allocator (a
+// plan of nothing), to what the same layer gained it last step.
+static void plan_check_shapes(const ao_scope_t *s)
+{
+    if (!s->passthrough) {
+        uint64_t held = 0;
+        for (const ao_chunk_t *c = s->chunks; c; c = c->next)
+            if (c->nlive) held += c->size;
+        plan_reshape(s->layer, s->rec.saved, A.want[s->layer], held, false);
+        return;
+    }
+    uint64_t now = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
+    uint64_t gained = now > s->pt0 ? now - s->pt0 : 0, was = A.passed[s->layer];
+    A.passed[s->layer] = gained;
+    plan_reshape(s->layer, gained, was, 0, true);
+}
+
+// At the end of a step whose shapes changed: the idle physical memory the
+// next step maps again stays (a chunk per layer and microbatch, sized from
+// what this step learned); the rest, chunks of a buffer each made before the
+// change was seen, would sit idle for good and count against the budget.
+static void trim_to_learned(void)
+{
+    size_t n = (size_t)E.nlayers * (size_t)(A.mbs > 0 ? A.mbs : 1), k = 0;
+    size_t *keep = n ? malloc(n * sizeof *keep) : NULL;
+    if (!keep) {
+        ao_phys_trim();
+        return;
+    }
+    for (int l = 0; l < E.nlayers; l++)
+        for (int mb = 0; mb < (A.mbs > 0 ? A.mbs : 1) && E.learned[l].saved; mb++)
+            keep[k++] = ao_vmm_round(E.learned[l].saved);
+    ao_phys_trim_except(keep, k);
+    free(keep);
 }
 
 // --- the control API ------------------------------------------------------------------------
@@ -1711,10 +1893,11 @@ int ao_engine_layer_begin(int layer)
     if (A.timing && E.ready) s->ev_fwd0 = record(s->stream, true);
     E.fwd_ran[E.mb][layer / 64] |= 1ull << (layer % 64);
     if (layer > E.max_fwd_layer) E.max_fwd_layer = layer;
-    // Plan from what this layer did last step; in the first step, from the
-    // layer before (transformer layers repeat). A plan that does not match
-    // the allocations (sizes differ) is simply not used.
-    if (E.learned[layer].n)
+    // Plan from what this layer did last step; in the first step, and in a
+    // step whose shapes changed (plan_reshape), from the layer before, which
+    // ran with this step's (transformer layers repeat). A plan that does not
+    // match the allocations (sizes differ) is simply not used.
+    if (E.learned[layer].n && !(A.reshaped && layer > 0 && E.learned[layer - 1].n))
         s->plan = &E.learned[layer];
     else if (layer > 0 && E.learned[layer - 1].n)
         s->plan = &E.learned[layer - 1];
@@ -1728,6 +1911,7 @@ int ao_engine_layer_begin(int layer)
     // of 4 of 12 offloaded layers rose by 17%). The manual schedule may name
     // any layer.
     s->passthrough = E.nlayers > 0 && !E.manual && offloads_nothing();
+    if (s->passthrough && A.on) s->pt0 = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
     E.open = s;
     __atomic_store_n(&ao_engine_open_scope, s, __ATOMIC_RELEASE);
     return leave(0);
@@ -1782,6 +1966,7 @@ int ao_engine_layer_end(int layer)
         E.learned[layer] = s->rec;
         if (A.on) A.cur[layer] += s->rec.saved, A.tracked[layer / 64] |= 1ull << (layer % 64);
     }
+    if (A.on) plan_check_shapes(s);
     if (s->ev_fwd0) timed_add(s->ev_fwd0, record(s->stream, true), TIMED_FWD, layer, s->mb, 0);
     s->ev_fwd0 = NULL;
     memset(&s->rec, 0, sizeof s->rec);
@@ -1852,6 +2037,7 @@ int ao_engine_backward_begin(int layer)
         }
         bool missed = needed && s->state == AO_OFFLOADED;
         if (missed) ao_stat_add(AO_STAT_PREFETCH_MISSED, 1);
+        if (s->state == AO_OFFLOADING) copy_too_late(s);
         if (reload(s, missed, !needed) != 0 && needed) rc = AOSHIM_ESTATE;
     }
     // Layers needed now are not taken back any more: their host copies go
@@ -1930,7 +2116,11 @@ int ao_engine_step_end(void)
     if (E.ready && (first || (A.on && A.plan.count < before)) && offloads_nothing()) {
         drain_locked();
         ao_phys_trim();
+    } else if (E.ready && A.reshaped) {
+        drain_locked();
+        trim_to_learned();
     }
+    A.reshaped = false;
     ao_rec_step();
     return leave(0);
 }

@@ -189,6 +189,9 @@ void ao_plan_make(const ao_plan_in_t *in, ao_plan_t *out)
     // offloaded, nor one whose reload would be issued as backward begins.
     for (int d = 1; d <= AO_PLAN_MAX_PREFETCH && d <= n - 3; d++) {
         for (int k = 1; k <= n - 2 - d; k++) {
+            // That copy would be cancelled again, saving nothing, and the
+            // copies after it are later still (the reloads earlier).
+            if (in->late_d && in->late_d[k - 1] && d >= in->late_d[k - 1]) break;
             ao_plan_predict(in, k, d, &p);
             if (p.budget_met) {
                 if (!found || p.exposed_ns < best.exposed_ns ||

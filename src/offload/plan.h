@@ -49,6 +49,10 @@ typedef struct ao_plan_in_s {
     uint64_t peak_without;  // device bytes at the step's peak without offloading
     uint64_t budget;        // the limit to keep
     double d2h, h2d;        // link bandwidth, bytes per ns (0: not measured)
+    // Per layer, the shortest prefetch distance at which a step saw its copy
+    // out still running when its reload came (0: never; NULL: none seen). A
+    // plan offloads it (or a layer after it) only at shorter distances.
+    const uint8_t *late_d;
 } ao_plan_in_t;
 
 typedef struct ao_plan_s {

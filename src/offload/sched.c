@@ -41,7 +41,7 @@ static void set_none(ao_sched_t *out)
 // offloading it saves nothing. 'all' (and auto before its plan) also skips
 // the layers whose reload would be issued as soon as backward begins (the
 // last 2 + prefetch): copying them saves nothing either.
-static void sched_static(const ao_config_t *cfg, int n, ao_sched_t *out)
+static void sched_static(const ao_config_t *cfg, int n, int late_from, ao_sched_t *out)
 {
     const ao_layerset_t *set = &cfg->offload_layers;
     int d = (int)cfg->prefetch;
@@ -51,6 +51,9 @@ static void sched_static(const ao_config_t *cfg, int n, ao_sched_t *out)
         bool on = ao_layerset_has(set, (unsigned)l, (unsigned)n);
         if (n > 0 && l >= n - 1) on = false;
         if (n > 0 && all && l > n - 3 - d) on = false;
+        // 'all' leaves the layers whose copies were late for their reloads
+        // (the reload cancelled them: link traffic that saved nothing).
+        if (set->kind == AO_LAYERS_ALL && late_from >= 0 && l >= late_from) on = false;
         out->layer[l].offload = on;
     }
     set_none(out);
@@ -90,7 +93,7 @@ void ao_sched_make(const ao_sched_in_t *in, ao_sched_t *out)
                in->nlayers > 0) {
         ao_sched_te((int)cfg->offload_layers.count, in->nlayers, out);
     } else {
-        sched_static(cfg, in->nlayers, out);
+        sched_static(cfg, in->nlayers, in->late_from, out);
         if (cfg->offload_layers.kind == AO_LAYERS_AUTO) out->min_held = in->budget / 2;
     }
 }

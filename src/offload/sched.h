@@ -58,6 +58,7 @@ typedef struct ao_sched_in_s {
     int nlayers;            // 0 in the first step
     const ao_plan_t *plan;  // auto: the planner's latest choice, NULL before it has one
     uint64_t budget;        // auto
+    int late_from;          // 'all': from this layer on, copies were late for their reloads (-1: none)
 } ao_sched_in_t;
 
 // The schedule the options ask for. Never fails: an option that cannot

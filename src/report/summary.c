@@ -76,6 +76,10 @@ static void emit_summary(ao_emitter_t *e)
     ao_emit_kv(e, "prefetches missed", "prefetches_missed",
                AO_U64(ao_stat_get(AO_STAT_PREFETCH_MISSED)));
     ao_emit_kv(e, "late reloads", "late_reloads", AO_U64(ao_stat_get(AO_STAT_LATE_RELOADS)));
+    // Copies out that ran for nothing: the layer was needed back before its
+    // memory could go (a plan should issue none in the steady state).
+    ao_emit_kv(e, "offloads cancelled", "offloads_cancelled",
+               AO_U64(ao_stat_get(AO_STAT_OFFLOADS_CANCELLED)));
     ao_emit_row_begin(e, "pinned host pool");
     ao_emit_val(e, NULL, "pinned_host_bytes", AO_BYTES(ao_stat_get(AO_STAT_PINNED_HOST_BYTES)));
     ao_emit_val(e, " in ", "pin_calls", AO_U64(ao_stat_get(AO_STAT_PIN_CALLS)));

@@ -465,6 +465,125 @@ Test(e2e, auto_half_a_layer, .timeout = 60)
     e2e_free(&with);
 }
 
+// --- auto: shapes that change, offloads that run for nothing -------------------------------
+// train_step's per-step lines ("train_step step=N seq=S peak_device_bytes=P
+// step_ns=T", the simulator's peak of that step alone) into peak[1..max];
+// returns how many steps it printed.
+static int step_peaks(const e2e_result_t *r, uint64_t *peak, int max)
+{
+    int n = 0;
+    for (const char *p = r->out; (p = strstr(p, "train_step step=")) != NULL; p++) {
+        int step, seq;
+        unsigned long long pk, ns;
+        if (sscanf(p, "train_step step=%d seq=%d peak_device_bytes=%llu step_ns=%llu", &step, &seq,
+                   &pk, &ns) == 4 &&
+            step >= 1 && step <= max) {
+            peak[step] = pk;
+            n = step > n ? step : n;
+            cr_log_info("  step %d: seq %d, peak %.1f MiB, %.3f ms", step, seq,
+                        (double)pk / (1 << 20), (double)ns / 1e6);
+        }
+    }
+    return n;
+}
+
+// The number N of the summary's "(plan N)", 0 if none.
+static unsigned plan_number(const char *row)
+{
+    const char *p = strstr(row, "(plan ");
+    return p ? (unsigned)strtoul(p + 6, NULL, 10) : 0;
+}
+
+// The sequence length changes at step 3 of 5 (train_step --seq-from): the
+// layer that first saves other bytes than planned re-plans at once, so the
+// budget holds in that very step and after; the report says why. In data
+// mode the gradients are the same bits as without aoshim (in no-data mode,
+// for time, the checksum is of the sizes and work).
+#define SHAPES "--layers 8 --hidden 512 --heads 8 --batch 2 --fused --steps 5"
+static void replans_when_shapes_change(const char *seqs, uint64_t budget)
+{
+    char args[256], env[64];
+    snprintf(args, sizeof args, SHAPES " %s", seqs);
+    snprintf(env, sizeof env, "AOSHIM_BUDGET=%" PRIu64, budget);
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, args);
+    expect_ok("without aoshim", &base);
+    e2e_train(&with, true, ENV("AOSHIM_OFFLOAD_LAYERS=auto", env), args);
+    expect_ok("auto", &with);
+    cr_log_info("%s, budget %.1f MiB: checksum %s / %s (without / with)", seqs,
+                (double)budget / (1 << 20), base.checksum, with.checksum);
+    cr_assert_str_eq(with.checksum, base.checksum, "gradients differ under aoshim (%s)", args);
+    cr_assert_gt(offloaded_bytes(&with), 0, "aoshim offloaded nothing");
+    uint64_t peak[6] = {0};
+    cr_assert_eq(step_peaks(&with, peak, 5), 5, "not 5 step lines:\n%s", with.out);
+    for (int st = 3; st <= 5; st++)
+        cr_expect_leq(peak[st], budget, "step %d: peak %.1f MiB over the budget %.1f MiB", st,
+                      (double)peak[st] / (1 << 20), (double)budget / (1 << 20));
+    char row[512];
+    snprintf(row, sizeof row, "%.*s", (int)strcspn(plan_row(&with), "\n"), plan_row(&with));
+    cr_log_info("plan: %s", row);
+    cr_expect(strstr(row, "(shapes changed)"), "plan: %s", row);
+    cr_expect_geq(plan_number(row), 2, "plan: %s", row);
+    e2e_free(&base);
+    e2e_free(&with);
+}
+
+// 512 -> 768: kept until the step's end, the plan of step 2 (3 layers)
+// held 351 MiB in step 3 against 205 MiB; the one made at layer 0's end
+// offloads 5.
+Test(e2e, auto_replans_when_the_sequence_grows, .timeout = 120)
+{
+    replans_when_shapes_change("--seq 512 --seq-from 3:768", 205ull << 20);
+}
+// 768 -> 512: fewer layers need to go (the old plan would hold, at a cost).
+Test(e2e, auto_replans_when_the_sequence_shrinks, .timeout = 120)
+{
+    replans_when_shapes_change("--seq 768 --seq-from 3:512 --nodata", 205ull << 20);
+}
+
+static uint64_t cancelled(const e2e_result_t *r)
+{
+    const char *v = e2e_summary(r->err, "offloads cancelled");
+    cr_assert(v, "no 'offloads cancelled' row in the summary:\n%s", r->err);
+    return strtoull(v, NULL, 10);
+}
+
+// No plan issues an offload that is cancelled in the steady state: the
+// cancelled offloads after 2 steps (the first measures, the second follows
+// the first plan) are all there are after 5. The six layers' copies (16 MiB,
+// 0.36 ms each at 47 GB/s) are long against their compute (the whole step
+// takes 0.98 ms without aoshim): 'all' and a plan of 3 layers at prefetch 1
+// offload layer 2, whose copy is still running when its reload comes at
+// the backward of layer 4.
+#define LINK_BOUND "--layers 6 --hidden 512 --seq 512 --batch 2 --heads 8 --fused --nodata"
+static void no_cancel_in_steady_state(const char *what, const char *const *env)
+{
+    e2e_result_t two, five;
+    e2e_train(&two, true, env, LINK_BOUND " --steps 2");
+    expect_ok(what, &two);
+    e2e_train(&five, true, env, LINK_BOUND " --steps 5");
+    expect_ok(what, &five);
+    uint64_t c2 = cancelled(&two), c5 = cancelled(&five);
+    const char *row = e2e_summary(five.err, "offload plan");
+    cr_log_info("%s: offloads cancelled after 2 steps %" PRIu64 ", after 5 %" PRIu64
+                "; step %.3f ms, peak %.1f MiB; plan: %.*s",
+                what, c2, c5, (double)five.step_ns / 1e6, (double)five.peak / (1 << 20),
+                row ? (int)strcspn(row, "\n") : 6, row ? row : "(none)");
+    cr_assert_gt(offloaded_bytes(&five), 0, "%s offloaded nothing", what);
+    cr_assert_eq(c5, c2, "%s: %" PRIu64 " offloads cancelled in steps 3-5", what, c5 - c2);
+    e2e_free(&two);
+    e2e_free(&five);
+}
+
+Test(e2e, auto_no_offload_cancelled_in_steady_state, .timeout = 60)
+{
+    no_cancel_in_steady_state("auto", ENV("AOSHIM_OFFLOAD_LAYERS=auto", "AOSHIM_BUDGET=140M"));
+}
+Test(e2e, all_no_offload_cancelled_in_steady_state, .timeout = 60)
+{
+    no_cancel_in_steady_state("all", ENV("AOSHIM_OFFLOAD_LAYERS=all"));
+}
+
 // --- speed: the cost model ------------------------------------------------------------------
 // Per-layer compute time of the fused model on the simulator's h100 profile,
 // from train_step's kernel list: each kernel costs 3 us fixed

@@ -174,3 +174,25 @@ Test(plan, part_of_a_layer)
     cr_assert(p.budget_met);
     cr_assert_lt(p.exposed_ns, whole.exposed_ns);
 }
+
+// A copy the steps saw still running when its reload came (late_d): no plan
+// offloads that layer, or one after it, at that prefetch distance or more.
+Test(plan, a_copy_seen_late_is_not_planned_again)
+{
+    uint64_t budget = W + N * T - 4 * T;
+    ao_plan_in_t in = step(10000000, 50, budget);
+    ao_plan_t p, q;
+    ao_plan_make(&in, &p);
+    cr_assert_gt(p.count, 1);
+    uint8_t late[N] = {0};
+    late[p.count - 1] = (uint8_t)p.prefetch; // the plan's last layer, at its distance
+    in.late_d = late;
+    ao_plan_make(&in, &q);
+    cr_assert(q.count < p.count || q.prefetch < p.prefetch,
+              "planned again: %d layers at prefetch %d", q.count, q.prefetch);
+    // At distance 1 nothing shorter is left: fewer layers.
+    late[p.count - 1] = 1;
+    ao_plan_make(&in, &q);
+    cr_assert_lt(q.count, p.count, "layer %d planned again at prefetch %d", p.count - 1,
+                 q.prefetch);
+}

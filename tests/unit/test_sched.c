@@ -20,7 +20,7 @@ static ao_config_t cfg(const char *layers, unsigned prefetch)
 
 static void make(const ao_config_t *c, int n, const ao_plan_t *plan)
 {
-    ao_sched_make(&(ao_sched_in_t){.cfg = c, .nlayers = n, .plan = plan, .budget = 1000}, &S);
+    ao_sched_make(&(ao_sched_in_t){.cfg = c, .nlayers = n, .plan = plan, .budget = 1000, .late_from = -1}, &S);
 }
 
 static int count(int n)

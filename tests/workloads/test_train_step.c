@@ -355,6 +355,22 @@ Test(workload, out_of_memory_static)
     cr_assert(strstr(failed, "@static"), "failed=%s", failed);
 }
 
+// --seq-from: the sequence length changes from a step on; the result is as
+// reproducible as any, and the checksum sees the change.
+Test(workload, seq_from_is_reproducible_and_counted)
+{
+    const char *const grow[] = {SMALL, "--steps", "3", "--seq-from", "2:192", NULL};
+    same_twice(grow);
+    run_t a = run_args(grow), b = RUN(SMALL, "--steps", "3");
+    expect_ok(&b);
+    char ca[40], cb[40];
+    checksum(&a, ca);
+    checksum(&b, cb);
+    cr_assert_str_neq(ca, cb, "the checksum does not see the new sequence length");
+    cr_assert_eq(num(&a, "activation_bytes_per_layer"), num(&b, "activation_bytes_per_layer"),
+                 "activation_bytes_per_layer is the first step's");
+}
+
 // --- command line ---------------------------------------------------------------------
 Test(workload, bad_options_exit_2)
 {
@@ -366,6 +382,12 @@ Test(workload, bad_options_exit_2)
     cr_assert_eq(RUN("--capacity", "lots").status, 2);
     cr_assert_eq(RUN("--profile", "v100").status, 2);
     cr_assert_eq(RUN("--layers").status, 2);
+    cr_assert_eq(RUN("--seq-from", "2").status, 2);
+    cr_assert_eq(RUN("--seq-from", "x:64").status, 2);
+    cr_assert_eq(RUN("--seq-from", "2:0").status, 2);
+    cr_assert_eq(RUN("--seq-from", "2:64:1").status, 2);
+    cr_assert_eq(RUN("--seq-from", "1:64").status, 2); // from the start: that is --seq
+    cr_assert_eq(RUN("--seq-from", "3:64", "--steps", "2").status, 2); // past the last step
     run_t h = RUN("--help");
     cr_assert_eq(h.status, 0);
 }

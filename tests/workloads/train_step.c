@@ -40,6 +40,9 @@ typedef struct cfg_s {
     // it): layers 0..K-1 offloaded, layer j reloaded when the backward of
     // j + layers-1-K begins. -1: aoshim's own schedule.
     int te;
+    // --seq-from STEP:SEQ: the sequence length is SEQ from step STEP on
+    // (counted from 1; 0: never), as a curriculum or a new data set changes it.
+    int seq_step, seq_to;
 } cfg_t;
 
 static cfg_t cfg = {
@@ -114,6 +117,7 @@ typedef struct acts_s {
 static cudaStream_t stream;
 static bool nodata;
 static int cur_step;
+static int cur_seq;         // the sequence length of this step (--seq, then --seq-from)
 static acts_t *acts;        // [layer * microbatches + mb]
 static buf_t *weights;      // [layer * W_COUNT + w]
 static buf_t *grads;        // same shape as weights
@@ -314,7 +318,7 @@ static void ao(int rc, const char *call, int arg)
 // which the next layer already consumed.
 static void fwd_layer(int L, int mb, bool recompute)
 {
-    const uint64_t s = cfg.seq, b = cfg.batch, h = cfg.hidden, a = cfg.heads;
+    const uint64_t s = cur_seq, b = cfg.batch, h = cfg.hidden, a = cfg.heads;
     const uint64_t sbh = s * b * h, as2b = a * s * s * b;
     acts_t *x_acts = A(L, mb);
     buf_t *sv = x_acts->b;
@@ -430,7 +434,7 @@ static void forward_mb(int mb)
 // --- backward ------------------------------------------------------------------
 static void bwd_layer(int L, int mb)
 {
-    const uint64_t s = cfg.seq, b = cfg.batch, h = cfg.hidden, a = cfg.heads;
+    const uint64_t s = cur_seq, b = cfg.batch, h = cfg.hidden, a = cfg.heads;
     const uint64_t sbh = s * b * h, as2b = a * s * s * b;
     const int N = cfg.layers;
     buf_t *sv = A(L, mb)->b;
@@ -596,7 +600,7 @@ static const char usage_line[] =
     "                  [--checkpoint LIST] [--no-backward-begin LIST] [--skip]\n"
     "                  [--fused|--no-fused] [--alloc async|malloc]\n"
     "                  [--seed N] [--nodata] [--capacity SIZE] [--profile h100|a100]\n"
-    "                  [--te-schedule K] [--help]\n";
+    "                  [--te-schedule K] [--seq-from STEP:SEQ] [--help]\n";
 
 static void usage_help(void)
 {
@@ -622,6 +626,10 @@ static void usage_help(void)
           "  --te-schedule K     TransformerEngine's schedule through aoshim's manual one:\n"
           "                      layers 0..K-1 offloaded, layer j reloaded at the backward\n"
           "                      of j+N-1-K (K at most N-1)\n"
+          "  --seq-from STEP:SEQ sequence length SEQ from step STEP on (steps count from 1;\n"
+          "                      STEP in [2, --steps]): the inputs are allocated afresh\n"
+          "Before the result, one line per step: train_step step=N seq=S\n"
+          "peak_device_bytes=P step_ns=T (P: the step's own peak, setup excluded).\n"
           "Exit status: 0 ok, 1 CUDA error (status=error), 2 bad option, 3 out of device\n"
           "memory (status=oom). The last stdout line is the machine-readable result.\n",
           stdout);
@@ -691,6 +699,26 @@ static bool valid_size(const char *v)
     return !*p || !strcmp(p, "iB") || !strcmp(p, "B");
 }
 
+// "STEP:SEQ" (--seq-from), once --steps is known.
+static void parse_seq_from(const char *v)
+{
+    char *end;
+    errno = 0;
+    long step = strtol(v, &end, 10), seq = 0;
+    bool ok = !errno && end != v && *end == ':' && end[1] >= '0' && end[1] <= '9';
+    if (ok) {
+        const char *p = end + 1;
+        seq = strtol(p, &end, 10);
+        ok = !errno && !*end;
+    }
+    if (!ok || step < 2 || step > cfg.steps || seq < 1 || seq > 1 << 20)
+        bad_usage("--seq-from '%s': expected STEP:SEQ with STEP in [2, %d] (--steps) and SEQ in "
+                  "[1, %d]",
+                  v, cfg.steps, 1 << 20);
+    cfg.seq_step = (int)step;
+    cfg.seq_to = (int)seq;
+}
+
 static void parse_args(int argc, char **argv)
 {
     enum {
@@ -714,6 +742,7 @@ static void parse_args(int argc, char **argv)
         O_CAP,
         O_PROFILE,
         O_TE,
+        O_SEQFROM,
     };
     static const struct option opts[] = {
         {"layers", required_argument, 0, O_LAYERS},
@@ -736,10 +765,11 @@ static void parse_args(int argc, char **argv)
         {"capacity", required_argument, 0, O_CAP},
         {"profile", required_argument, 0, O_PROFILE},
         {"te-schedule", required_argument, 0, O_TE},
+        {"seq-from", required_argument, 0, O_SEQFROM},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    const char *ckpt_list = NULL, *nobwd_list = NULL;
+    const char *ckpt_list = NULL, *nobwd_list = NULL, *seq_from = NULL;
     int c;
     opterr = 0; // our own message, then the usage line
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -818,6 +848,9 @@ static void parse_args(int argc, char **argv)
         case O_TE:
             cfg.te = parse_int("te-schedule", optarg, 0, 4096);
             break;
+        case O_SEQFROM:
+            seq_from = optarg;
+            break;
         case 'h':
             usage_help();
             exit(0);
@@ -832,6 +865,7 @@ static void parse_args(int argc, char **argv)
     if (cfg.skip && cfg.layers < 2) bad_usage("--skip needs at least 2 layers");
     if (cfg.te > cfg.layers - 1)
         bad_usage("--te-schedule %d: at most --layers - 1 (%d)", cfg.te, cfg.layers - 1);
+    if (seq_from) parse_seq_from(seq_from);
     cfg.ckpt = calloc((size_t)cfg.layers, sizeof *cfg.ckpt);
     cfg.nobwd = calloc((size_t)cfg.layers, sizeof *cfg.nobwd);
     if (!cfg.ckpt || !cfg.nobwd) abort();
@@ -885,6 +919,25 @@ static double mib(uint64_t n)
     return (double)n / (1024.0 * 1024.0);
 }
 
+// The inputs and their gradients, sized by the step's sequence length: given
+// back and allocated afresh when it changes (--seq-from), outside any layer.
+// What the summary calls static stays the first step's.
+static void alloc_inputs(void)
+{
+    const uint64_t sbh = (uint64_t)cur_seq * (uint64_t)cfg.batch * (uint64_t)cfg.hidden;
+    const uint64_t keep = static_bytes;
+    const bool again = d_input.p != NULL;
+    for (int mb = 0; mb < cfg.microbatches; mb++) {
+        dfree(&embed[mb]);
+        dalloc(&embed[mb], 2 * sbh, "input", -1, mb);
+        dfree(&dloss[mb]);
+        dalloc(&dloss[mb], 2 * sbh, "loss_grad", -1, mb);
+    }
+    dfree(&d_input);
+    dalloc(&d_input, 2 * sbh, "input_grad", -1, 0);
+    if (again) static_bytes = keep;
+}
+
 // --- main ----------------------------------------------------------------------------
 int main(int argc, char **argv)
 {
@@ -930,23 +983,32 @@ int main(int argc, char **argv)
             dalloc(&grads[L * W_COUNT + i], wbytes[i], name, -1, 0);
         }
     }
-    for (int mb = 0; mb < M; mb++) {
-        dalloc(&embed[mb], 2 * sbh, "input", -1, mb);
-        dalloc(&dloss[mb], 2 * sbh, "loss_grad", -1, mb);
-    }
-    dalloc(&d_input, 2 * sbh, "input_grad", -1, 0);
+    cur_seq = cfg.seq;
+    alloc_inputs();
     CK(cudaStreamSynchronize(stream));
 
     // --- steps ---
+    // Each step's own peak: the simulator's peak is set back to what is
+    // held at the step's start; the run's is the most of all of them.
     sim_stats_t st;
-    uint64_t step_ns = 0;
+    uint64_t step_ns = 0, run_peak = stat_peak(&st);
     for (cur_step = 0; cur_step < cfg.steps; cur_step++) {
+        if (cur_step + 1 == cfg.seq_step) {
+            cur_seq = cfg.seq_to;
+            alloc_inputs();
+            CK(cudaStreamSynchronize(stream));
+        }
+        int e = simrtResetPeak();
+        if (e != 0) die_cuda("simrtResetPeak", (cudaError_t)e);
         stat_peak(&st);
         uint64_t t0 = st.elapsed_ns;
         run_step();
         CK(cudaStreamSynchronize(stream));
-        stat_peak(&st);
+        uint64_t step_peak = stat_peak(&st);
         step_ns = st.elapsed_ns - t0;
+        if (step_peak > run_peak) run_peak = step_peak;
+        printf("train_step step=%d seq=%d peak_device_bytes=%" PRIu64 " step_ns=%" PRIu64 "\n",
+               cur_step + 1, cur_seq, step_peak, step_ns);
     }
     cur_step = cfg.steps - 1;
 
@@ -972,6 +1034,7 @@ int main(int argc, char **argv)
     }
     CK(cudaStreamSynchronize(stream));
     uint64_t peak = stat_peak(&st);
+    if (run_peak > peak) peak = run_peak;
     CK(cudaStreamDestroy(stream));
 
     uint64_t act = 0;
@@ -980,9 +1043,12 @@ int main(int argc, char **argv)
     const uint64_t formula = cfg.fused ? 34 * sbh : sbh * 34 + 5 * a * s * s * b;
     double dev = formula ? 100.0 * ((double)act - (double)formula) / (double)formula : 0.0;
 
-    printf("train_step: %d layers, hidden %d, %d heads, seq %d, batch %d, %d microbatch%s (%s), "
+    char seq_from[48] = "";
+    if (cfg.seq_step)
+        snprintf(seq_from, sizeof seq_from, " (%d from step %d)", cfg.seq_to, cfg.seq_step);
+    printf("train_step: %d layers, hidden %d, %d heads, seq %d%s, batch %d, %d microbatch%s (%s), "
            "%d step%s, %s attention, alloc %s%s\n",
-           N, cfg.hidden, cfg.heads, cfg.seq, cfg.batch, M, M == 1 ? "" : "es",
+           N, cfg.hidden, cfg.heads, cfg.seq, seq_from, cfg.batch, M, M == 1 ? "" : "es",
            cfg.one_f_one_b ? "1f1b" : "gpipe", cfg.steps, cfg.steps == 1 ? "" : "s",
            cfg.fused ? "fused" : "unfused", cfg.use_async ? "async" : "malloc",
            nodata ? ", no data" : "");

@@ -1025,6 +1025,14 @@ SIM_EXPORT CUresult simResetStats(void)
     SIM_RET(CUDA_SUCCESS);
 }
 
+SIM_EXPORT CUresult simResetPeak(void)
+{
+    CUresult r = sim_enter();
+    if (r) SIM_RET(r);
+    sim_mem_reset_peak();
+    SIM_RET(CUDA_SUCCESS);
+}
+
 SIM_EXPORT CUresult simLastRace(char *buf, size_t len)
 {
     CUresult r = sim_enter();

@@ -613,6 +613,7 @@ static const proc_entry_t table[] = {
     {"simKernelCreate", 0, "simKernelCreate", NULL, 0},
     {"simGetStats", 0, "simGetStats", NULL, 0},
     {"simResetStats", 0, "simResetStats", NULL, 0},
+    {"simResetPeak", 0, "simResetPeak", NULL, 0},
     {"simLastRace", 0, "simLastRace", NULL, 0},
     {"simInjectedCount", 0, "simInjectedCount", NULL, 0},
     {"simInjectedGet", 0, "simInjectedGet", NULL, 0},

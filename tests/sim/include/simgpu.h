@@ -108,6 +108,9 @@ CUresult simKernelCreate(const sim_kernel_desc_t *desc, CUfunction *out);
 CUresult simGetStats(sim_stats_t *out);
 // Zero the peak (to the current value) and the counters, keep the memory.
 CUresult simResetStats(void);
+// Zero only the peak (to the current value): a peak per phase of a run, the
+// counters and the exit line's other figures untouched.
+CUresult simResetPeak(void);
 // Write the last race's description (empty when none) into buf.
 CUresult simLastRace(char *buf, size_t len);
 // Failures SIM_FAIL injected since cuInit (never reset), in the order they
@@ -132,6 +135,7 @@ int simrtRegisterKernel(const void *hostFun, const sim_kernel_desc_t *desc);
 int simrtRegisterDeviceKernel(const char *deviceName, const sim_kernel_desc_t *desc);
 int simrtGetStats(sim_stats_t *out);
 int simrtResetStats(void);
+int simrtResetPeak(void);
 
 #ifdef __cplusplus
 }

@@ -98,7 +98,7 @@
     P(cuLaunchKernelEx_ptsz, cuLaunchKernelEx)                                   \
     P(cuGraphLaunch_ptsz, cuGraphLaunch)                                         \
     P(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams)           \
-    S(simKernelCreate) S(simGetStats) S(simResetStats)
+    S(simKernelCreate) S(simGetStats) S(simResetStats) S(simResetPeak)
 // clang-format on
 
 #define RT_FIELD_X(name)        __typeof__(name) *name;

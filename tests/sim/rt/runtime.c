@@ -466,3 +466,11 @@ RT_EXPORT int simrtResetStats(void)
     if (!rt_drv.simResetStats) return rt_ret(cudaErrorNotSupported);
     return rt_ret_cu(rt_drv.simResetStats());
 }
+
+RT_EXPORT int simrtResetPeak(void)
+{
+    cudaError_t e = rt_enter();
+    if (e != cudaSuccess) return rt_ret(e);
+    if (!rt_drv.simResetPeak) return rt_ret(cudaErrorNotSupported);
+    return rt_ret_cu(rt_drv.simResetPeak());
+}

@@ -132,6 +132,12 @@ Test(mem, peak_current_and_reset, .init = setup)
     cr_assert_eq(s.peak_device_bytes, 2 * 8192, "reset: peak falls to current");
     cr_assert_eq(s.current_device_bytes, 2 * 8192, "reset keeps the memory");
     cr_assert_eq(s.alloc_calls, 0);
+    cr_assert_eq(cuMemAlloc(&p[1], 4097), CUDA_SUCCESS);
+    cr_assert_eq(cuMemFree(p[1]), CUDA_SUCCESS);
+    cr_assert_eq(simResetPeak(), CUDA_SUCCESS);
+    s = stats();
+    cr_assert_eq(s.peak_device_bytes, 2 * 8192, "peak reset: falls to current");
+    cr_assert_eq(s.alloc_calls, 1, "peak reset: the counters stay");
 }
 
 Test(mem, alloc_and_free_cost_host_time, .init = setup)
