@@ -82,7 +82,9 @@ AOSHIM_API int aoshim_set_stream(void *cuda_stream);
 // The manual schedule, for programs that schedule their own copies (a
 // pipeline schedule, TransformerEngine's manual synchronization). In
 // AOSHIM_SCHEDULE_AUTO (the default) every ended layer that the policy
-// (AOSHIM_OFFLOAD_LAYERS) selects is copied out and brought back by aoshim.
+// (AOSHIM_OFFLOAD_LAYERS; by default 'auto', the plan that keeps the step
+// under AOSHIM_BUDGET, which for a step that fits is no layer at all)
+// selects is copied out and brought back by aoshim.
 // In AOSHIM_SCHEDULE_MANUAL nothing moves unless the program says so:
 //   aoshim_offload_layer(L)  layer L (of the current microbatch, ended this
 //                            step) is copied to host memory at its release

@@ -36,13 +36,13 @@ set -e
 echo "$small"
 
 echo
-# aoshim plans the layers itself (AOSHIM_OFFLOAD_LAYERS=auto): the first
-# step measures, and from then on only what keeps the device under the
-# budget moves.
+# aoshim plans the layers itself (AOSHIM_OFFLOAD_LAYERS=auto, the default):
+# the first step measures, and from then on only what keeps the device
+# under the budget moves.
 budget=700M
-echo "== 3. device limited to $capacity, with aoshim (LD_PRELOAD=$shim AOSHIM_OFFLOAD_LAYERS=auto AOSHIM_BUDGET=$budget) =="
+echo "== 3. device limited to $capacity, with aoshim (LD_PRELOAD=$shim AOSHIM_BUDGET=$budget) =="
 set +e
-out=$(LD_PRELOAD="$PWD/$shim" AOSHIM_OFFLOAD_LAYERS=auto AOSHIM_BUDGET="$budget" "$bin" "${model[@]}" --capacity "$capacity" 2>&1)
+out=$(LD_PRELOAD="$PWD/$shim" AOSHIM_BUDGET="$budget" "$bin" "${model[@]}" --capacity "$capacity" 2>&1)
 rc=$?
 set -e
 grep '^aoshim:' <<<"$out" || true

@@ -57,7 +57,9 @@ done
 sim="$dir/tests/sim"
 ts="$dir/tests/workloads/train_step"
 [ -x "$ts" ] || fail "$ts not built (configure with -Dtests=true)"
-args=(--layers 4 --hidden 128 --seq 64 --steps 1) # AOSHIM_MIN_BYTES=64K: it offloads
+# AOSHIM_MIN_BYTES=64K and AOSHIM_OFFLOAD_LAYERS=all: it offloads (the default,
+# auto, keeps a step this small on the device).
+args=(--layers 4 --hidden 128 --seq 64 --steps 1)
 export SIM_QUIET=0 LD_LIBRARY_PATH="$PWD/$sim"
 
 checksum() { grep -o 'checksum=[0-9a-f]*' <<<"$1" || true; }
@@ -76,19 +78,20 @@ base_sum=$(checksum "$out")
 [ -n "$base_sum" ] || fail "train_step printed no checksum"
 
 st=0
-out=$(LD_PRELOAD="$lib" AOSHIM_MIN_BYTES=64K "$ts" "${args[@]}" 2>&1) || st=$?
+out=$(LD_PRELOAD="$lib" AOSHIM_MIN_BYTES=64K AOSHIM_OFFLOAD_LAYERS=all "$ts" "${args[@]}" 2>&1) || st=$?
 workload "LD_PRELOAD=$lib" "$out" "$st"
 
 st=0
-out=$(RANK=3 "$run" --set MIN_BYTES=64K --report "$stage/run-%r.json" -- "$ts" "${args[@]}" 2>&1) ||
+out=$(RANK=3 "$run" --set MIN_BYTES=64K --layers all --report "$stage/run-%r.json" -- "$ts" "${args[@]}" 2>&1) ||
     st=$?
 workload "aoshim-run" "$out" "$st"
 [ -f "$stage/run-3.json" ] || fail "aoshim-run --report run-%r.json with RANK=3 wrote no run-3.json"
 out=$("$report" "$stage/run-3.json" 2>&1) || fail "aoshim-report: $(last_line "$out")"
 grep -q 'peak device memory' <<<"$out" || fail "aoshim-report printed no summary"
 st=0
-out=$("$run" --set MIN_BYTES=64K --layers auto --budget 1M -- "$ts" "${args[@]}" 2>&1) || st=$?
-workload "aoshim-run --layers auto --budget 1M" "$out" "$st"
+# No --layers: the default is auto, and the budget alone makes it plan.
+out=$("$run" --set MIN_BYTES=64K --budget 1M -- "$ts" "${args[@]}" 2>&1) || st=$?
+workload "aoshim-run --budget 1M" "$out" "$st"
 grep -q '^aoshim: offload plan .*budget \(is\|of\) 1.0 MiB' <<<"$out" ||
     fail "aoshim-run --budget 1M: no offload plan under a 1 MiB budget"
 unset LD_LIBRARY_PATH SIM_QUIET

@@ -46,12 +46,12 @@ typedef struct ao_layerset_s {
 #define AO_OPTIONS(X)                                                                              \
     X(ENABLE, enable, bool, "1", "a boolean (1/0, true/false, yes/no, on/off)",                    \
       "0 makes aoshim a pure pass-through")                                                        \
-    X(OFFLOAD_LAYERS, offload_layers, layers, "all",                                               \
+    X(OFFLOAD_LAYERS, offload_layers, layers, "auto",                                              \
       "'all', 'auto', 'none', a count of first layers (12), a list with ranges (0-11,14) or a "    \
       "percentage (50%)",                                                                          \
-      "forward layers whose activations go to host memory; 'all' means every layer but the last "  \
-      "2 + AOSHIM_PREFETCH, whose reload would start as soon as backward begins; 'auto' plans "    \
-      "from the first step what AOSHIM_BUDGET needs")                                              \
+      "forward layers whose activations go to host memory; 'auto' plans from the first step "      \
+      "what AOSHIM_BUDGET needs (a step that fits offloads nothing); 'all' means every layer but " \
+      "the last 2 + AOSHIM_PREFETCH, whose reload would start as soon as backward begins")         \
     X(BUDGET, budget, share, "",                                                                   \
       "a size such as 40G, or a percentage of the device's memory (90%)",                          \
       "the device memory AOSHIM_OFFLOAD_LAYERS=auto keeps under; empty: the device's free memory " \

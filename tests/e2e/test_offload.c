@@ -36,6 +36,11 @@
 #define MODEL     "--layers 8 --hidden 4096 --seq 2048 --batch 1 --heads 32 --fused --nodata"
 
 #define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
+// The static policy that offloads every layer worth it. The default is
+// 'auto', which offloads nothing where the step fits the device (every
+// model here fits the simulated 80 GiB): a test that needs layers to move
+// says so.
+#define ALL "AOSHIM_OFFLOAD_LAYERS=all"
 
 static void dump(const char *what, const e2e_result_t *r)
 {
@@ -92,33 +97,33 @@ static void same_bits(const char *args, const char *const *aoenv)
 }
 
 // --- same bits ----------------------------------------------------------------------------
-Test(e2e, same_bits_default, .timeout = 60)
+Test(e2e, same_bits_all, .timeout = 60)
 {
-    same_bits(DATA, NULL);
+    same_bits(DATA, ENV(ALL));
 }
 Test(e2e, same_bits_1f1b, .timeout = 60)
 {
-    same_bits(MB4 " --schedule 1f1b", NULL);
+    same_bits(MB4 " --schedule 1f1b", ENV(ALL));
 }
 Test(e2e, same_bits_gpipe, .timeout = 60)
 {
-    same_bits(MB4 " --schedule gpipe", NULL);
+    same_bits(MB4 " --schedule gpipe", ENV(ALL));
 }
 Test(e2e, same_bits_checkpoint, .timeout = 60)
 {
-    same_bits(DATA " --checkpoint 1,3", NULL);
+    same_bits(DATA " --checkpoint 1,3", ENV(ALL));
 }
 Test(e2e, same_bits_alloc_malloc, .timeout = 60)
 {
-    same_bits(DATA " --alloc malloc", NULL);
+    same_bits(DATA " --alloc malloc", ENV(ALL));
 }
 Test(e2e, same_bits_prefetch1, .timeout = 60)
 {
-    same_bits(DATA, ENV("AOSHIM_PREFETCH=1"));
+    same_bits(DATA, ENV(ALL, "AOSHIM_PREFETCH=1"));
 }
 Test(e2e, same_bits_prefetch3, .timeout = 60)
 {
-    same_bits(DATA, ENV("AOSHIM_PREFETCH=3"));
+    same_bits(DATA, ENV(ALL, "AOSHIM_PREFETCH=3"));
 }
 // AOSHIM_OFFLOAD_LAYERS=auto under budgets the steps do not fit without
 // offloading (peaks without: 243, 199, 334 and 210 MiB): the plan's layers
@@ -169,7 +174,7 @@ Test(e2e_safety_net, same_bits_skip, .timeout = 60)
     e2e_result_t base, with;
     e2e_train(&base, false, NULL, DATA " --skip");
     expect_ok("without aoshim", &base);
-    e2e_train(&with, true, NULL, DATA " --skip");
+    e2e_train(&with, true, ENV(ALL), DATA " --skip");
     expect_ok("with aoshim", &with);
     cr_assert_str_eq(with.checksum, base.checksum);
     cr_assert_geq(late_reloads(&with), 2, "a late reload per step (2 steps)");
@@ -187,7 +192,7 @@ Test(e2e_safety_net, same_bits_missing_backward_begin, .timeout = 60)
     e2e_result_t base, with;
     e2e_train(&base, false, NULL, DATA " --no-backward-begin 2,4");
     expect_ok("without aoshim", &base);
-    e2e_train(&with, true, NULL, DATA " --no-backward-begin 2,4");
+    e2e_train(&with, true, ENV(ALL), DATA " --no-backward-begin 2,4");
     expect_ok("with aoshim", &with);
     cr_assert_str_eq(with.checksum, base.checksum);
     cr_assert_geq(late_reloads(&with), 4, "2 layers x 2 steps");
@@ -199,8 +204,9 @@ Test(e2e_safety_net, same_bits_missing_backward_begin, .timeout = 60)
 Test(e2e_safety_net, no_late_reload_on_a_complete_schedule, .timeout = 60)
 {
     e2e_result_t with;
-    e2e_train(&with, true, NULL, DATA);
+    e2e_train(&with, true, ENV(ALL), DATA);
     expect_ok("with aoshim", &with);
+    cr_assert_gt(offloaded_bytes(&with), 0, "nothing offloaded: no reload could be late");
     cr_assert_eq(late_reloads(&with), 0, "%s", with.err);
     e2e_free(&with);
 }
@@ -283,7 +289,7 @@ Test(e2e, copy_times_are_the_gpus, .timeout = 60)
 {
     e2e_result_t with;
     e2e_train(
-        &with, true, ENV("SIM_QUIET=0"),
+        &with, true, ENV("SIM_QUIET=0", ALL),
         "--layers 12 --hidden 768 --seq 1024 --batch 8 --heads 12 --fused --nodata --steps 1");
     expect_ok("all", &with);
     uint64_t d2h = 0, h2d = 0;
@@ -465,6 +471,34 @@ Test(e2e, auto_half_a_layer, .timeout = 60)
     e2e_free(&with);
 }
 
+// --- the default policy is 'auto' ------------------------------------------------------------
+// No AOSHIM_* variable at all, as a user starts. A step that fits the device
+// (13.7 GiB of 80) moves nothing, not even while the first step is measured
+// (the device never holds half the budget), the summary's plan row says so,
+// and it costs nothing once planned.
+Test(e2e, default_is_auto_fits_moves_nothing, .timeout = 60)
+{
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, AUTO_MODEL);
+    expect_ok("without aoshim", &base);
+    e2e_train(&with, true, NULL, AUTO_MODEL);
+    expect_ok("default", &with);
+    cr_assert_str_eq(with.checksum, base.checksum);
+    const char *row = plan_row(&with);
+    cr_log_info("default, fits: %.*s; step %" PRIu64 " / %" PRIu64 " ns, peak %" PRIu64
+                " / %" PRIu64,
+                (int)strcspn(row, "\n"), row, with.step_ns, base.step_ns, with.peak, base.peak);
+    cr_assert(strncmp(row, "nothing offloaded", 17) == 0, "plan: %.200s", row);
+    cr_expect_eq(offloaded_bytes(&with), 0, "the default offloaded a step that fits");
+    cr_expect_leq((double)with.step_ns, 1.005 * (double)base.step_ns,
+                  "by default a step that fits costs %.4fx",
+                  (double)with.step_ns / (double)base.step_ns);
+    cr_expect_leq((double)with.peak, 1.01 * (double)base.peak, "default: peak %.4fx",
+                  (double)with.peak / (double)base.peak);
+    e2e_free(&base);
+    e2e_free(&with);
+}
+
 // --- auto: shapes that change, offloads that run for nothing -------------------------------
 // train_step's per-step lines ("train_step step=N seq=S peak_device_bytes=P
 // step_ns=T", the simulator's peak of that step alone) into peak[1..max];
@@ -524,6 +558,39 @@ static void replans_when_shapes_change(const char *seqs, uint64_t budget)
     cr_log_info("plan: %s", row);
     cr_expect(strstr(row, "(shapes changed)"), "plan: %s", row);
     cr_expect_geq(plan_number(row), 2, "plan: %s", row);
+    e2e_free(&base);
+    e2e_free(&with);
+}
+
+// A device too small for the same step (12 GiB), still no AOSHIM_* variable:
+// out of memory without aoshim; with it the default budget (the free memory
+// less 5% of the device) is planned for and kept, with the gradients of an
+// unconstrained run.
+Test(e2e, default_plans_under_memory_pressure, .timeout = 60)
+{
+    const uint64_t cap = 12ull << 30;
+    const char *args = AUTO_MODEL " --capacity 12G";
+    e2e_result_t free_run, base, with;
+    e2e_train(&free_run, false, NULL, AUTO_MODEL);
+    expect_ok("unconstrained, without aoshim", &free_run);
+    cr_assert_gt(free_run.peak, cap, "premise: the step does not fit %" PRIu64 " bytes", cap);
+    e2e_train(&base, false, NULL, args);
+    if (base.status != 3) dump("without aoshim", &base);
+    cr_expect_eq(base.status, 3, "without aoshim: exit %d, want 3 (out of memory)", base.status);
+    cr_expect_str_eq(base.ts_status, "oom");
+    e2e_train(&with, true, NULL, args);
+    expect_ok("default, 12 GiB device", &with);
+    cr_expect_str_eq(with.checksum, free_run.checksum);
+    const char *row = plan_row(&with);
+    cr_log_info("default, 12 GiB device: peak %" PRIu64 " (without %" PRIu64 "), step %.3fx: "
+                "%.*s",
+                with.peak, free_run.peak, (double)with.step_ns / (double)free_run.step_ns,
+                (int)strcspn(row, "\n"), row);
+    cr_assert(strncmp(row, "layers 0-", 9) == 0, "plan: %.200s", row);
+    cr_assert(strstr(row, "cannot be met") == NULL, "plan: %.200s", row);
+    cr_expect_leq(with.peak, cap - cap / 20,
+                  "peak %" PRIu64 " over the default budget (the device less 5%%)", with.peak);
+    e2e_free(&free_run);
     e2e_free(&base);
     e2e_free(&with);
 }
@@ -899,7 +966,7 @@ Test(e2e, host_limit_keeps_layers_resident, .timeout = 60)
     e2e_result_t base, with;
     e2e_train(&base, false, NULL, DATA);
     expect_ok("without aoshim", &base);
-    e2e_train(&with, true, ENV("AOSHIM_HOST_LIMIT=6M"), DATA);
+    e2e_train(&with, true, ENV(ALL, "AOSHIM_HOST_LIMIT=6M"), DATA);
     expect_ok("AOSHIM_HOST_LIMIT=6M", &with);
     cr_expect_str_eq(with.checksum, base.checksum);
     cr_expect_eq(count(with.err, "aoshim: warning: AOSHIM_HOST_LIMIT reached"), 1, "%s", with.err);
@@ -952,15 +1019,24 @@ Test(e2e, pytorch_allocator_selected_when_unset)
              "backend:cudaMallocAsync|expandable_segments:True");
 }
 
-// train_step under the shim with the given allocator variables: whether it
-// offloaded, the one warning (NULL: none), and the summary's allocator row.
+// train_step under the shim with the given allocator variables and
+// AOSHIM_OFFLOAD_LAYERS=all (so that offloading nothing is the allocator's
+// doing, not the policy's): whether it offloaded, the one warning (NULL:
+// none), and the summary's allocator row.
 static void allocator_run(const char *const *env, bool offloads, const char *warning,
                           const char *row)
 {
+    const char *with_env[8];
+    size_t k = 0;
+    while (env[k] && k < 6)
+        with_env[k] = env[k], k++;
+    cr_assert_null(env[k], "allocator_run: too many variables");
+    with_env[k++] = ALL;
+    with_env[k] = NULL;
     e2e_result_t base, with;
     e2e_train(&base, false, NULL, DATA);
     expect_ok("without aoshim", &base);
-    e2e_train(&with, true, env, DATA);
+    e2e_train(&with, true, with_env, DATA);
     expect_ok("with aoshim", &with);
     cr_expect_str_eq(with.checksum, base.checksum);
     if (warning) cr_expect_eq(count(with.err, warning), 1, "not once: '%s'\n%s", warning, with.err);

@@ -123,7 +123,9 @@ def test_sim_each_rank_its_own_report(tmp_path):
     # the engine offloads and reloads under the interleaved schedule, and each
     # rank (not the launcher, which never uses CUDA) writes its own report.
     args = ("--schedule", "interleaved", "--sim", "4")
-    p, logs = shim_run(tmp_path, *args, sim=True, AOSHIM_REPORT=tmp_path / "rep.%r.json")
+    # AOSHIM_OFFLOAD_LAYERS=all: the default ('auto') keeps these small stages on the device.
+    p, logs = shim_run(tmp_path, *args, sim=True, AOSHIM_REPORT=tmp_path / "rep.%r.json",
+                       AOSHIM_OFFLOAD_LAYERS="all")
     for rank in (0, 1):
         assert logs[rank] == expected(SCHEDULES["interleaved"][rank]), rank
     assert sorted(f.name for f in tmp_path.glob("rep.*")) == ["rep.0.json", "rep.1.json"]

@@ -123,7 +123,8 @@ def summary(stderr, key):
 def test_sim_offloads_under_python_hooks(tmp_path, name):
     args = ["--sim", "4", "--steps", "3", *SIM_PATTERNS[name]]
     base = baseline(*args, sim=True)
-    shim = train(*args, sim=True, shim=True)  # the default policy: AOSHIM_OFFLOAD_LAYERS=all
+    # 'all': the default ('auto') keeps a step that fits (these do) on the device.
+    shim = train(*args, sim=True, shim=True, AOSHIM_OFFLOAD_LAYERS="all")
     assert losses(shim.stdout) == losses(base.stdout)
     off, back = summary(shim.stderr, "offloaded / reloaded").split(" / ")
     assert off == back and not off.startswith("0 B"), shim.stderr
@@ -187,6 +188,19 @@ def test_sim_auto_keeps_the_budget():
     assert " races=0 faults=0 " in sim_line, sim_line
     peak = int(re.search(r"peak_device_bytes=(\d+)", sim_line).group(1))
     assert peak <= budget, f"peak {peak} over the budget {budget}"
+
+
+# --- the default policy is auto: a model that fits moves nothing and says why ----------------------
+def test_sim_default_is_auto():
+    args = ["--sim", "4", "--steps", "3", "--layers", "6"]
+    base = baseline(*args, sim=True)
+    shim = train(*args, sim=True, shim=True)  # no AOSHIM_* at all
+    assert losses(shim.stdout) == losses(base.stdout)
+    plan = summary(shim.stderr, "offload plan")
+    assert plan.startswith("nothing offloaded: ") and plan.endswith("(plan 1)"), plan
+    assert summary(shim.stderr, "offloaded / reloaded") == "0 B / 0 B", shim.stderr
+    assert re.match(r"torch \w+\.transformer\.h: 6 x \w+ \(6 layers, ",
+                    summary(shim.stderr, "layers marked by"))
 
 
 # --- aoshim-run and torchrun, in either order: one report per rank, none from the launcher -----

@@ -72,7 +72,7 @@ def main():
         page = os.path.join(d, "run.html")
         # Three steps: the lanes show the one before the last, here a
         # steady step rather than the first (which pins the host pool).
-        r = runner.run({"AOSHIM_REPORT_HTML": page}, args=runner.WORKLOAD.replace("--steps 2", "--steps 3"))
+        r = runner.run({"AOSHIM_REPORT_HTML": page, "AOSHIM_OFFLOAD_LAYERS": "all"}, args=runner.WORKLOAD.replace("--steps 2", "--steps 3"))
         if r.returncode != 0 or not os.path.exists(page):
             print(f"FAIL: run exit {r.returncode}:\n{r.stderr[-2000:]}")
             return 1

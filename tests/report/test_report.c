@@ -25,6 +25,10 @@
 // the program asked for and the counterfactual peak can be held to 1%.
 #define MODEL    "--layers 8 --hidden 4096 --seq 2048 --batch 1 --heads 32 --fused --nodata --steps 2"
 #define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
+// Reports of runs with offloads: the default policy ('auto') keeps these
+// steps on the device (they fit), so the tests that read the copies, the
+// lanes or the per-layer rows say AOSHIM_OFFLOAD_LAYERS=all.
+#define ALL "AOSHIM_OFFLOAD_LAYERS=all"
 
 static char dir[256];
 
@@ -67,7 +71,7 @@ static char *summary_of(const char *err)
 Test(report, golden_summary, .timeout = 120)
 {
     e2e_result_t r;
-    e2e_train(&r, true, NULL, WORKLOAD);
+    e2e_train(&r, true, ENV(ALL), WORKLOAD);
     expect_run_ok("with aoshim", &r);
     char *got = summary_of(r.err);
     cr_assert(got, "no summary on stderr:\n%s", r.err);
@@ -85,11 +89,37 @@ Test(report, golden_summary, .timeout = 120)
                      golden, got);
     // And it is the same run after run (no clock, no pid past the first line).
     e2e_result_t again;
-    e2e_train(&again, true, NULL, WORKLOAD);
+    e2e_train(&again, true, ENV(ALL), WORKLOAD);
     char *got2 = summary_of(again.err);
     cr_expect_str_eq(got2, got, "two runs of the same workload gave different summaries");
     free(got), free(got2), free(want);
     e2e_free(&r), e2e_free(&again);
+}
+
+// What a user gets with no AOSHIM_OFFLOAD_LAYERS: the automatic plan. The
+// summary has its "offload plan" row (this step fits: nothing offloaded),
+// and the JSON names the policy and carries the same plan.
+Test(report, default_policy_is_auto, .timeout = 60)
+{
+    e2e_make_dir(dir, sizeof dir, "report-test");
+    char env[300], path[300];
+    snprintf(env, sizeof env, "AOSHIM_REPORT=%s/r.json", dir);
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    e2e_result_t r;
+    e2e_train(&r, true, ENV(env), WORKLOAD);
+    expect_run_ok("default", &r);
+    const char *row = e2e_summary(r.err, "offload plan");
+    cr_assert(row, "no 'offload plan' row without AOSHIM_OFFLOAD_LAYERS:\n%s", r.err);
+    cr_expect(strncmp(row, "nothing offloaded: ", 19) == 0, "plan: %.200s", row);
+    char *j = e2e_slurp(path);
+    cr_assert(j, "no report %s", path);
+    cr_expect(strstr(j, "\"AOSHIM_OFFLOAD_LAYERS\": \"auto\"") != NULL,
+              "the JSON's options do not name auto");
+    cr_expect(strstr(j, "\"plan\": \"nothing offloaded: ") != NULL, "the JSON has no plan");
+    cr_expect(strstr(j, "\"plans\": 1") != NULL, "not one plan in the JSON");
+    free(j);
+    e2e_free(&r);
+    e2e_remove_dir(dir);
 }
 
 Test(report, quiet_silences_summary_but_not_files, .timeout = 60)
@@ -123,7 +153,7 @@ Test(report, json_trace_html, .timeout = 120)
     e2e_result_t base, with;
     e2e_train(&base, false, NULL, MODEL);
     expect_run_ok("without aoshim", &base);
-    e2e_train(&with, true, ENV(e1, e2, e3), MODEL);
+    e2e_train(&with, true, ENV(e1, e2, e3, ALL), MODEL);
     expect_run_ok("with aoshim", &with);
     cr_expect_str_eq(with.checksum, base.checksum);
     cr_expect_eq(check("json", rep, e2e_path("AO_REPORT_SCHEMA")), 0,

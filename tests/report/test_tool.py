@@ -26,7 +26,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         a, b = os.path.join(d, "a.json"), os.path.join(d, "b.json")
         # Two ranks of a job, as two runs: rank 1 offloads fewer layers.
-        ra = runner.run({"AOSHIM_REPORT": a, "RANK": "0"})
+        ra = runner.run({"AOSHIM_REPORT": a, "AOSHIM_OFFLOAD_LAYERS": "all", "RANK": "0"})
         rb = runner.run({"AOSHIM_REPORT": b, "AOSHIM_OFFLOAD_LAYERS": "2", "RANK": "1"})
         for r in (ra, rb):
             if r.returncode != 0:

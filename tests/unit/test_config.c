@@ -360,7 +360,7 @@ Test(config, load_defaults_and_errors)
     cr_assert(c.enable);
     cr_assert_eq(c.prefetch, 1);
     cr_assert_eq(c.min_bytes, 1u << 20);
-    cr_assert_eq(c.offload_layers.kind, AO_LAYERS_ALL);
+    cr_assert_eq(c.offload_layers.kind, AO_LAYERS_AUTO);
 
     char *env1[] = {"AOSHIM_PREFETCH=3", "AOSHIM_MIN_BYTES=64K", NULL};
     cr_assert_eq(ao_config_load(&c, env1, err, sizeof err), 0);
@@ -375,10 +375,47 @@ Test(config, load_defaults_and_errors)
     cr_redirect_stderr();
     cr_assert_eq(ao_config_load(&c, env3, err, sizeof err), 0, "an unknown name is not fatal");
     cr_assert_eq(c.prefetch, 2);
-    cr_assert_eq(c.offload_layers.kind, AO_LAYERS_ALL, "the unknown name changed nothing");
+    cr_assert_eq(c.offload_layers.kind, AO_LAYERS_AUTO, "the unknown name changed nothing");
     fflush(stderr);
     cr_assert_stderr_eq_str("aoshim: warning: unknown variable AOSHIM_OFFLOAD_LAYER ignored; did "
                             "you mean AOSHIM_OFFLOAD_LAYERS?\n");
+}
+
+// The default policy is the automatic plan (issue 10): unset,
+// AOSHIM_OFFLOAD_LAYERS is 'auto', and the table that documents it (--help,
+// AOSHIM_VERBOSE, the README check below) says so. Every explicit form still
+// means what it did.
+Test(config, default_policy_is_auto)
+{
+    ao_config_t c;
+    char err[768];
+    char *env0[] = {"PATH=/bin", NULL};
+    cr_assert_eq(ao_config_load(&c, env0, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.offload_layers.kind, AO_LAYERS_AUTO, "unset: kind %d", c.offload_layers.kind);
+    const char *name, *def, *help;
+    bool found = false;
+    for (size_t i = 0; ao_config_describe(i, &name, &def, &help); i++)
+        if (strcmp(name, "OFFLOAD_LAYERS") == 0) {
+            found = true;
+            cr_expect_str_eq(def, "auto");
+            cr_expect(strstr(help, "'auto' plans") != NULL, "help: %s", help);
+        }
+    cr_assert(found, "no OFFLOAD_LAYERS in the options table");
+
+    static const struct {
+        const char *v;
+        ao_layers_kind_t kind;
+    } forms[] = {{"all", AO_LAYERS_ALL},     {"ALL", AO_LAYERS_ALL},     {"auto", AO_LAYERS_AUTO},
+                 {"none", AO_LAYERS_LIST},   {"0", AO_LAYERS_COUNT},     {"12", AO_LAYERS_COUNT},
+                 {"50%", AO_LAYERS_PERCENT}, {"0-11,14", AO_LAYERS_LIST}};
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
+        char var[64];
+        snprintf(var, sizeof var, "AOSHIM_OFFLOAD_LAYERS=%s", forms[i].v);
+        char *env[] = {var, NULL};
+        cr_assert_eq(ao_config_load(&c, env, err, sizeof err), 0, "%s: %s", var, err);
+        cr_expect_eq(c.offload_layers.kind, forms[i].kind, "%s: kind %d, want %d", var,
+                     c.offload_layers.kind, forms[i].kind);
+    }
 }
 
 // The README's option table is written by hand: every option must be there,
