@@ -217,7 +217,7 @@ static struct {
     uint64_t peak_without;          // the last measured step's
     uint64_t fwd_est[AO_MAX_LAYERS], bwd_est[AO_MAX_LAYERS]; // times, not measured since
     bool reshaped;
-    char shape_why[96];
+    char shape_why[128];
     // A layer's copy out was still running when its scheduled reload came
     // (the reload cancelled it), see copy_too_late: per layer, the prefetch
     // distance of the plan then; under 'all', late_from on is not offloaded.
@@ -1579,6 +1579,7 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     }
     A.plan = p;
     A.planned = true;
+    sched_update(); // mid-step too (a re-plan on changed shapes): the layers still to come follow it
     if (changed) {
         A.plans++;
         A.said_why = A.why;
@@ -2106,7 +2107,7 @@ int ao_engine_step_end(void)
     }
     E.mb = 0;
     int before = A.planned ? A.plan.count : E.nlayers;
-    if (A.on && E.ready) plan_step();
+    if (A.on && E.ready && !E.manual) plan_step(); // the manual schedule is the program's
     sched_update();
     // No layer tracked from now on (a policy or a plan that offloads
     // nothing): the idle physical memory of the tracked steps goes back to
