@@ -84,6 +84,25 @@ void ao_host_free(void *p, size_t size)
         }
 }
 
+uint64_t ao_host_trim(void)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < nchunks;) {
+        chunk_t *c = &chunks[i];
+        if (ao_extents_free_bytes(&c->free) != c->size ||
+            ao_real.cuMemFreeHost((void *)(uintptr_t)c->base) != CUDA_SUCCESS) {
+            i++;
+            continue;
+        }
+        ao_extents_clear(&c->free);
+        bytes += c->size;
+        pinned -= c->size;
+        ao_stat_add(AO_STAT_PINNED_HOST_BYTES, -(int64_t)c->size);
+        chunks[i] = chunks[--nchunks];
+    }
+    return bytes;
+}
+
 int ao_host_fini(void)
 {
     int first = CUDA_SUCCESS;

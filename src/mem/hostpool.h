@@ -16,6 +16,10 @@ enum { AO_HOST_OK = 0, AO_HOST_LIMIT = -1, AO_HOST_PIN_FAILED = -2 };
 // A slot of at least size bytes: AO_HOST_OK and *out, or why not.
 int ao_host_alloc(size_t size, void **out);
 void ao_host_free(void *p, size_t size);
+// Every chunk no slot uses given back (cuMemFreeHost), with no copy in
+// flight: when a plan offloads nothing, the first step's pinned memory is
+// the program's again. Returns the bytes unpinned.
+uint64_t ao_host_trim(void);
 // At exit, with no copy in flight: every pinned chunk given back (each
 // cuMemFreeHost tried twice). CUDA_SUCCESS or the first error that stayed.
 int ao_host_fini(void);

@@ -2117,6 +2117,7 @@ int ao_engine_step_end(void)
     if (E.ready && (first || (A.on && A.plan.count < before)) && offloads_nothing()) {
         drain_locked();
         ao_phys_trim();
+        ao_host_trim(); // and the host memory its copies pinned
     } else if (E.ready && A.reshaped) {
         drain_locked();
         trim_to_learned();

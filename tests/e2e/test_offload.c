@@ -562,6 +562,27 @@ static void replans_when_shapes_change(const char *seqs, uint64_t budget)
     e2e_free(&with);
 }
 
+// A step that fits a 16 GiB device but fills more than half the default
+// budget: the measuring first step offloads (5.3 GiB moved), the plan then
+// offloads nothing, and the host memory those copies pinned goes back
+// (before: 5.5 GiB stayed pinned for the rest of the run).
+Test(e2e, default_fits_gives_pinned_memory_back, .timeout = 60)
+{
+    e2e_result_t with;
+    e2e_train(&with, true, NULL, AUTO_MODEL " --capacity 16G");
+    expect_ok("default, 16 GiB device", &with);
+    const char *row = plan_row(&with);
+    const char *pin = e2e_summary(with.err, "pinned host pool");
+    cr_assert(pin, "no 'pinned host pool' row:\n%s", with.err);
+    cr_log_info("default, 16 GiB: %.*s; pinned host pool %.*s", (int)strcspn(row, "\n"), row,
+                (int)strcspn(pin, "\n"), pin);
+    cr_assert(strncmp(row, "nothing offloaded", 17) == 0, "plan: %.200s", row);
+    cr_expect(strstr(pin, "peak 0 B") == NULL, "premise: the first step pinned memory: %.120s",
+              pin);
+    cr_expect(strncmp(pin, "0 B in ", 7) == 0, "still pinned: %.120s", pin);
+    e2e_free(&with);
+}
+
 // A device too small for the same step (12 GiB), still no AOSHIM_* variable:
 // out of memory without aoshim; with it the default budget (the free memory
 // less 5% of the device) is planned for and kept, with the gradients of an
