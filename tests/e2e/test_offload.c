@@ -751,6 +751,34 @@ Test(e2e, speed_link_keeps_up, .timeout = 60)
     e2e_free(&with);
 }
 
+// The same link under auto and a budget 2.5 layers under the need: the plan
+// keeps the peak under it and, the link serving it within the forward,
+// costs no more than 1% (issue 10: "a budget that the link can serve").
+Test(e2e, speed_auto_link_keeps_up, .timeout = 60)
+{
+    e2e_result_t base, with;
+    const char *const env_base[] = {"SIM_D2H_GBPS=300", "SIM_H2D_GBPS=300", NULL};
+    e2e_train(&base, false, env_base, MODEL " --steps 4");
+    expect_ok("without aoshim", &base);
+    char budget_env[64];
+    uint64_t budget = base.peak - base.act_per_layer * 5 / 2;
+    snprintf(budget_env, sizeof budget_env, "AOSHIM_BUDGET=%" PRIu64, budget);
+    const char *const env_with[] = {"SIM_D2H_GBPS=300", "SIM_H2D_GBPS=300",
+                                    "AOSHIM_OFFLOAD_LAYERS=auto", budget_env, NULL};
+    e2e_train(&with, true, env_with, MODEL " --steps 4");
+    expect_ok("auto", &with);
+    double ratio = (double)with.step_ns / (double)base.step_ns;
+    const char *row = plan_row(&with);
+    cr_log_info("auto, 300 GB/s: peak %" PRIu64 " for %" PRIu64 ", step %.4fx: %.*s", with.peak,
+                budget, ratio, (int)strcspn(row, "\n"), row);
+    cr_expect_leq(with.peak, budget, "peak %" PRIu64 " over the budget %" PRIu64, with.peak,
+                  budget);
+    cr_expect_leq(ratio, 1.01, "auto costs %.2f%% of the step although the link keeps up",
+                  100.0 * (ratio - 1));
+    e2e_free(&base);
+    e2e_free(&with);
+}
+
 // At the default 50 GB/s the link cannot keep up. From first principles: for
 // each offloaded layer, the forward cannot release that layer's memory
 // faster than its D2H copy (c = T / bandwidth), and aoshim holds the next
