@@ -750,26 +750,10 @@ static uint64_t fwd_idle_ns(int layer, int mb, uint64_t a, uint64_t b)
     return idle < b - a ? idle : 0;
 }
 
-static void poll_locked(void)
+// Read the GPU intervals that are complete: layers' forward and backward
+// times for the planner, copies and waits for the report.
+static void timed_read(void)
 {
-    for (ao_deferred_t **pp = &E.deferred; *pp;) {
-        ao_deferred_t *d = *pp;
-        bool all = !d->chunk || free_events_done(d->chunk);
-        for (int i = 0; i < d->nev && all; i++)
-            all = done(d->ev[i]);
-        if (!all) {
-            pp = &d->next;
-            continue;
-        }
-        *pp = d->next;
-        for (int i = 0; i < d->nev; i++)
-            event_put(d->ev[i], false);
-        if (d->chunk)
-            chunk_release(d->chunk);
-        else
-            ao_host_free(d->host, d->host_size);
-        free(d);
-    }
     static const ao_stat_t stat_of[] = {[AO_REC_D2H] = AO_STAT_D2H_COPY_NS,
                                         [AO_REC_H2D] = AO_STAT_H2D_COPY_NS,
                                         [AO_REC_WAIT] = AO_STAT_RELOAD_WAIT_NS};
@@ -804,6 +788,33 @@ static void poll_locked(void)
         event_put(t.ev0, true);
         event_put(t.ev1, true);
     }
+}
+
+static void poll_locked(void)
+{
+    for (ao_deferred_t **pp = &E.deferred; *pp;) {
+        ao_deferred_t *d = *pp;
+        bool all = !d->chunk || free_events_done(d->chunk);
+        for (int i = 0; i < d->nev && all; i++)
+            all = done(d->ev[i]);
+        if (!all) {
+            pp = &d->next;
+            continue;
+        }
+        *pp = d->next;
+        for (int i = 0; i < d->nev; i++)
+            event_put(d->ev[i], false);
+        if (d->chunk)
+            chunk_release(d->chunk);
+        else
+            ao_host_free(d->host, d->host_size);
+        free(d);
+    }
+    // GPU intervals are read at a step's end (the plan needs them), at exit
+    // and when half the slots are taken: each read asks the driver about
+    // every interval still pending, and at every boundary that was 1500
+    // event queries per GPT-2-small step, on the host's critical path.
+    if (E.ntimed > AO_MAX_TIMED / 2) timed_read();
     for (ao_scope_t *s = E.scopes, *next; s; s = next) {
         next = s->next;
         if (s->state == AO_OFFLOADING && s->release_recorded && done(s->ev_copied) &&
@@ -2107,6 +2118,7 @@ int ao_engine_step_end(void)
     }
     E.mb = 0;
     int before = A.planned ? A.plan.count : E.nlayers;
+    if (E.ready) timed_read();
     if (A.on && E.ready && !E.manual) plan_step(); // the manual schedule is the program's
     sched_update();
     // No layer tracked from now on (a policy or a plan that offloads
@@ -2752,6 +2764,7 @@ void ao_engine_flush(void)
         for (int i = 0; i < E.ntimed; i++)
             if (E.timed[i].ev1) ao_real.cuEventSynchronize(E.timed[i].ev1);
         poll_locked();
+        timed_read();
     }
     pthread_mutex_unlock(&E.mu);
 }
