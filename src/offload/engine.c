@@ -521,6 +521,116 @@ static bool chunk_unmap(ao_chunk_t *c)
 static bool wait_one_release(void);
 static void drain_locked(void);
 
+// Chunks whose buffers are all freed stay mapped, address and memory, for a
+// chunk of the same size to come (the same layer, next step): mapping costs
+// a cuMemMap per handle, a cuMemSetAccess (36 us) and later a cuMemUnmap
+// (26 us), per layer and step, and at a step's start they are on the host's
+// critical path (measured: 0.2 ms of a 13.2 ms GPT-2-small step). Kept
+// mapped, the memory is idle all the same: whoever needs memory the pool
+// lacks unmaps them first (idle_unmap), and every trim does.
+//
+// The memory's last uses (a reload's copy, a kernel, a free on another
+// stream) are complete when a chunk is kept, as seen by the thread that
+// kept it; the events that showed it go with the mapping, and whichever
+// thread reuses or unmaps it waits on them first (complete: no wait), so
+// that the order is the GPU's and not only that of aoshim's lock (the
+// simulator's race checker found an unmap by another thread unordered with
+// a reload's copy).
+typedef struct ao_idle_s {
+    CUdeviceptr base;
+    size_t size;
+    ao_phys_t phys;
+    int nev;
+    CUevent ev[AO_MAX_FREE_EVENTS + 2];
+    struct ao_idle_s *next;
+} ao_idle_t;
+static ao_idle_t *idle_mapped; // newest first
+static size_t idle_mapped_bytes;
+
+// Keep c's mapping with the events of its last uses (taken: the caller
+// puts them back only if this fails).
+static bool idle_keep(ao_chunk_t *c, CUevent *ev, int nev)
+{
+    ao_idle_t *i = malloc(sizeof *i);
+    if (!i) return false;
+    *i = (ao_idle_t){.base = c->base, .size = c->size, .phys = c->phys, .next = idle_mapped};
+    for (int k = 0; k < nev; k++)
+        if (ev[k]) i->ev[i->nev++] = ev[k];
+    for (int k = 0; k < c->nfree_ev && i->nev < AO_MAX_FREE_EVENTS + 2; k++)
+        i->ev[i->nev++] = c->free_ev[k], c->free_ev[k] = NULL;
+    if (c->ev_copy && i->nev < AO_MAX_FREE_EVENTS + 2) i->ev[i->nev++] = c->ev_copy, c->ev_copy = NULL;
+    idle_mapped = i;
+    idle_mapped_bytes += c->size;
+    return true;
+}
+
+static void idle_ordered(ao_idle_t *i)
+{
+    for (int k = 0; k < i->nev; k++) {
+        ao_real.cuEventSynchronize(i->ev[k]);
+        event_put(i->ev[k], false);
+    }
+    i->nev = 0;
+}
+
+// One of exactly size, taken (its memory and address become the chunk's).
+static bool idle_take(ao_chunk_t *c)
+{
+    for (ao_idle_t **pp = &idle_mapped; *pp; pp = &(*pp)->next)
+        if ((*pp)->size == c->size) {
+            ao_idle_t *i = *pp;
+            *pp = i->next;
+            idle_mapped_bytes -= i->size;
+            idle_ordered(i);
+            c->base = i->base;
+            c->phys = i->phys;
+            free(i);
+            return true;
+        }
+    return false;
+}
+
+// Unmap kept chunks until at least need bytes went to the pool (SIZE_MAX:
+// all): those that can tile a chunk of size fit (no larger: a handle maps
+// whole) first, largest first, then the others. Returns whether any did.
+static bool idle_better(size_t a, size_t b, size_t fit)
+{
+    bool fa = a <= fit, fb = b <= fit;
+    if (fa != fb) return fa;
+    return fa ? a > b : a < b;
+}
+
+static bool idle_unmap_for(size_t need, size_t fit)
+{
+    bool any = false;
+    size_t got = 0;
+    while (idle_mapped && got < need) {
+        ao_idle_t **best = &idle_mapped;
+        for (ao_idle_t **pp = &(*best)->next; *pp; pp = &(*pp)->next)
+            if (idle_better((*pp)->size, (*best)->size, fit)) best = pp;
+        ao_idle_t *i = *best;
+        idle_ordered(i);
+        CUresult r = ao_phys_unmap(i->base, i->size, &i->phys);
+        if (r != CUDA_SUCCESS) r = ao_phys_unmap(i->base, i->size, &i->phys);
+        if (r != CUDA_SUCCESS) { // still a good mapping: it stays in the cache (exit retries)
+            WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): idle memory stays mapped", (int)r);
+            break;
+        }
+        *best = i->next;
+        idle_mapped_bytes -= i->size;
+        ao_va_free(i->base, i->size);
+        got += i->size;
+        any = true;
+        free(i);
+    }
+    return any;
+}
+
+static bool idle_unmap(size_t need)
+{
+    return idle_unmap_for(need, SIZE_MAX);
+}
+
 static CUresult chunk_map(ao_chunk_t *c)
 {
     // A forward layer whose host waits here (for a release, for new physical
@@ -531,11 +641,13 @@ static CUresult chunk_map(ao_chunk_t *c)
     ao_scope_t *s = c->scope;
     CUevent idle0 = NULL;
     if (ao_phys_idle() < c->size && s == E.open && s->ev_fwd0) idle0 = record(s->stream, true);
-    while (ao_phys_idle() < c->size && wait_one_release()) {
+    while (ao_phys_idle() < c->size &&
+           (idle_unmap_for(c->size - ao_phys_idle(), c->size) || wait_one_release())) {
     }
     CUresult r = ao_phys_map(c->base, c->size, &c->phys, c->split);
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         drain_locked();
+        idle_unmap(SIZE_MAX);
         r = ao_phys_map(c->base, c->size, &c->phys, c->split);
     } else if (r != CUDA_SUCCESS) {
         // Once more: a failed map or set-access may have been passing (the
@@ -588,6 +700,22 @@ static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size, bool split)
     c->split = split;
     c->scope = s;
     c->state = AO_RESIDENT;
+    if (!ao_config.check && idle_take(c)) { // mapped already, at an address of its own
+        c->mapped = true;
+        ao_stat_device(0, (int64_t)size, 0);
+        if (ao_extents_give(&c->free, c->base, size) < 0) {
+            chunk_unmap(c);
+            ao_va_free(c->base, size);
+            chunk_recycle(c);
+            return NULL;
+        }
+        ao_stat_device(0, 0, (int64_t)size);
+        ao_rec_memory(s->layer, (int64_t)size, 0);
+        chunk_set(c, AO_RESIDENT);
+        c->next = s->chunks;
+        s->chunks = c;
+        return c;
+    }
     if (ao_va_alloc(size, &c->base) != CUDA_SUCCESS) {
         WARN_ONCE("aoshim's device address range is full: further buffers are not tracked");
         chunk_recycle(c);
@@ -609,8 +737,11 @@ static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size, bool split)
 
 // A chunk with no buffer left, all of whose uses are complete, goes away:
 // unmapped, its host slots and address range given back.
-static void chunk_release(ao_chunk_t *c)
+// ev, nev: the events that showed c's last uses complete (NULL: none, and
+// the mapping is not kept). Returns whether it took them.
+static bool chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
 {
+    bool took = false;
     for (ao_buffer_t *b = c->buffers, *n; b; b = n) {
         n = b->next;
         if (b->host) ao_host_free(b->host, b->size);
@@ -619,11 +750,17 @@ static void chunk_release(ao_chunk_t *c)
     ao_rec_memory(c->scope->layer, c->mapped ? -(int64_t)c->size : 0,
                   c->mapped ? 0 : -(int64_t)c->size);
     ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
-    bool unmapped = !c->mapped || chunk_unmap(c);
-    // AOSHIM_CHECK: the address stays reserved and unmapped for good, so a
-    // use after free faults instead of finding a later buffer there. A range
-    // still mapped is never handed out again either.
-    if (!ao_config.check && unmapped) ao_va_free(c->base, c->size);
+    if (!ao_config.check && c->mapped && ev && idle_keep(c, ev, nev)) {
+        took = true;
+        c->mapped = false; // the mapping is the cache's now
+        ao_stat_device(0, -(int64_t)c->size, 0);
+    } else {
+        bool unmapped = !c->mapped || chunk_unmap(c);
+        // AOSHIM_CHECK: the address stays reserved and unmapped for good, so
+        // a use after free faults instead of finding a later buffer there. A
+        // range still mapped is never handed out again either.
+        if (!ao_config.check && unmapped) ao_va_free(c->base, c->size);
+    }
     ao_extents_clear(&c->free);
     event_put(c->ev_copy, false);
     for (int i = 0; i < c->nfree_ev; i++)
@@ -635,6 +772,7 @@ static void chunk_release(ao_chunk_t *c)
             break;
         }
     chunk_recycle(c);
+    return took;
 }
 
 static bool free_events_done(const ao_chunk_t *c)
@@ -659,7 +797,7 @@ static void chunk_retire(ao_chunk_t *c)
     bool copying =
         (c->ev_copy && !done(c->ev_copy)) || c->state == AO_OFFLOADING || c->state == AO_RELOADING;
     if (!c->mapped && !copying && free_events_done(c)) {
-        chunk_release(c); // offloaded: nothing on the device uses it
+        chunk_release(c, NULL, 0); // offloaded: nothing on the device uses it
         return;
     }
     ao_deferred_t *d = calloc(1, sizeof *d);
@@ -672,7 +810,7 @@ static void chunk_retire(ao_chunk_t *c)
         }
         ao_real.cuStreamSynchronize(E.d2h);
         ao_real.cuStreamSynchronize(E.h2d);
-        chunk_release(c);
+        chunk_release(c, NULL, 0);
         return;
     }
     d->chunk = c;
@@ -802,12 +940,10 @@ static void poll_locked(void)
             continue;
         }
         *pp = d->next;
-        for (int i = 0; i < d->nev; i++)
-            event_put(d->ev[i], false);
-        if (d->chunk)
-            chunk_release(d->chunk);
-        else
-            ao_host_free(d->host, d->host_size);
+        if (!d->chunk || !chunk_release(d->chunk, d->ev, d->nev))
+            for (int i = 0; i < d->nev; i++)
+                event_put(d->ev[i], false);
+        if (!d->chunk) ao_host_free(d->host, d->host_size);
         free(d);
     }
     // GPU intervals are read at a step's end (the plan needs them), at exit
@@ -938,6 +1074,9 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
     unsigned seq = s->rec.n;
     const ao_learn_t *plan = s->plan;
     bool planned = plan && seq < plan->n && plan->size[seq] == size;
+    // Not the size the layer allocated last step (shapes changing): the
+    // kept mappings are of the old sizes, and the pool tiles new ones best.
+    if (plan && !planned && idle_mapped) idle_unmap(SIZE_MAX);
     if (planned && plan->flags[seq] & (LEARN_TEMP | LEARN_KEPT)) {
         // A temporary last step (or kept): the real allocator serves it.
         learn_push(&s->rec, size, plan->flags[seq]);
@@ -1127,6 +1266,7 @@ bool ao_engine_trim(void)
     }
     drain_locked();
     bool evicted = evict_prefetched();
+    idle_unmap(SIZE_MAX);
     size_t n = ao_phys_trim() + evicted;
     pthread_mutex_unlock(&E.mu);
     if (n) ao_stat_add(AO_STAT_OOM_RETRIES, 1);
@@ -1586,6 +1726,7 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
             keep = keep > away ? keep - away : 0;
         }
         drain_locked();
+        idle_unmap(SIZE_MAX);
         ao_phys_trim_to(keep);
     }
     A.plan = p;
@@ -1727,6 +1868,7 @@ static void plan_reshape(int layer, uint64_t saved, uint64_t was, uint64_t held,
         fmt_bytes(was_b, sizeof was_b, was);
         snprintf(A.shape_why, sizeof A.shape_why,
                  "re-planned: layer %d saves %s, was %s (shapes changed)", layer, now_b, was_b);
+        idle_unmap(SIZE_MAX);
         ao_phys_trim();
     }
     A.why = A.shape_why;
@@ -1774,12 +1916,14 @@ static void trim_to_learned(void)
     size_t n = (size_t)E.nlayers * (size_t)(A.mbs > 0 ? A.mbs : 1), k = 0;
     size_t *keep = n ? malloc(n * sizeof *keep) : NULL;
     if (!keep) {
+        idle_unmap(SIZE_MAX);
         ao_phys_trim();
         return;
     }
     for (int l = 0; l < E.nlayers; l++)
         for (int mb = 0; mb < (A.mbs > 0 ? A.mbs : 1) && E.learned[l].saved; mb++)
             keep[k++] = ao_vmm_round(E.learned[l].saved);
+    idle_unmap(SIZE_MAX);
     ao_phys_trim_except(keep, k);
     free(keep);
 }
@@ -2128,6 +2272,7 @@ int ao_engine_step_end(void)
     // for the releases under way.
     if (E.ready && (first || (A.on && A.plan.count < before)) && offloads_nothing()) {
         drain_locked();
+        idle_unmap(SIZE_MAX);
         ao_phys_trim();
         ao_host_trim(); // and the host memory its copies pinned
     } else if (E.ready && A.reshaped) {
@@ -2733,6 +2878,20 @@ static CUresult release_all(const char **what)
             }
             c->mapped = false;
         }
+    while (idle_mapped) { // the cache's mappings too
+        ao_idle_t *i = idle_mapped;
+        idle_mapped = i->next;
+        i->nev = 0; // every event is gone (events_destroy_all); the context is synchronized
+        r = ao_phys_unmap(i->base, i->size, &i->phys);
+        if (r != CUDA_SUCCESS && !driver_gone(r)) r = ao_phys_unmap(i->base, i->size, &i->phys);
+        free(i);
+        if (driver_gone(r)) return r;
+        if (r != CUDA_SUCCESS) {
+            all_unmapped = false;
+            if (first == CUDA_SUCCESS) first = r, *what = "unmapping device memory";
+        }
+    }
+    idle_mapped_bytes = 0;
     r = ao_vmm_fini(all_unmapped);
     if (driver_gone(r)) return r;
     if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r, *what = "releasing device memory";

@@ -441,10 +441,9 @@ Test(e2e, te_schedule_is_a_policy, .timeout = 60)
 // Half a layer under the need, on GPT-2-small over the H100 link (which
 // carries about 0.7 of one layer's activations during the forward): the
 // plan offloads part of layer 0, its largest buffers, and no whole layer.
-// Measured: peak under the budget at 1.018x (a whole layer 0: 1.084x, its
-// copy outlasting the forward). The target, 1.01x, is not met: the
-// rest is the per-step mapping of every tracked layer's chunk (0.26 ms of
-// this 13.2 ms step), which any offloading plan pays today.
+// Measured: peak under the budget at 1.000x (a whole layer 0: 1.084x, its
+// copy outlasting the forward; 1.018x while every tracked layer's chunk was
+// mapped and unmapped each step, before freed chunks stayed mapped).
 Test(e2e, auto_half_a_layer, .timeout = 60)
 {
     const char *gpt2 = "--layers 12 --hidden 768 --seq 1024 --batch 8 --heads 12 --fused --nodata "
@@ -466,7 +465,7 @@ Test(e2e, auto_half_a_layer, .timeout = 60)
               row);
     cr_expect_leq(with.peak, budget, "peak %" PRIu64 " over the budget %" PRIu64, with.peak,
                   budget);
-    cr_expect_leq(ratio, 1.025, "half a layer costs %.4fx", ratio);
+    cr_expect_leq(ratio, 1.01, "half a layer costs %.4fx", ratio);
     e2e_free(&base);
     e2e_free(&with);
 }
