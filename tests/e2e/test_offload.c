@@ -307,7 +307,8 @@ Test(e2e, copy_times_are_the_gpus, .timeout = 60)
 // --- AOSHIM_OFFLOAD_LAYERS=auto: planned from a measured step ------------------------------
 // Four steps of the memory model: the first measures, the others follow the
 // plan made at its end. step_ns is train_step's last step.
-#define AUTO_MODEL "--layers 8 --hidden 4096 --seq 2048 --batch 1 --heads 32 --nodata --steps 4"
+#define AUTO_MODEL_BASE "--layers 8 --hidden 4096 --seq 2048 --batch 1 --heads 32 --nodata"
+#define AUTO_MODEL      AUTO_MODEL_BASE " --steps 4"
 
 static const char *plan_row(const e2e_result_t *r)
 {
@@ -357,6 +358,39 @@ Test(e2e, none_costs_nothing, .timeout = 60)
                   (double)with.peak / (double)base.peak);
     e2e_free(&base);
     e2e_free(&with);
+}
+
+// A layer left on the device costs no driver call per step: its chunk,
+// freed in backward, stays mapped for the same layer's next forward. With 2
+// of 8 layers offloaded, a step maps (cuMemSetAccess) and unmaps exactly
+// twice: the offloaded layers' reloads and copies out (the simulator counts
+// the calls; one step more, two calls more). Before: every layer's chunk,
+// each step.
+static uint64_t sim_calls(const e2e_result_t *r, const char *call)
+{
+    char key[64];
+    snprintf(key, sizeof key, " %s=", call);
+    const char *p = strstr(r->err, "simgpu: calls");
+    p = p ? strstr(p, key) : NULL;
+    cr_assert(p, "no %s count in:\n%s", call, r->err);
+    return strtoull(p + strlen(key), NULL, 10);
+}
+
+Test(e2e, resident_layers_cost_no_mapping, .timeout = 60)
+{
+    e2e_result_t a, b;
+    const char *const env[] = {"SIM_COUNT_CALLS=1", "AOSHIM_OFFLOAD_LAYERS=2", NULL};
+    e2e_train(&a, true, env, AUTO_MODEL_BASE " --steps 4");
+    expect_ok("4 steps", &a);
+    e2e_train(&b, true, env, AUTO_MODEL_BASE " --steps 5");
+    expect_ok("5 steps", &b);
+    uint64_t access = sim_calls(&b, "cuMemSetAccess") - sim_calls(&a, "cuMemSetAccess");
+    uint64_t unmap = sim_calls(&b, "cuMemUnmap") - sim_calls(&a, "cuMemUnmap");
+    cr_log_info("one step more: cuMemSetAccess +%" PRIu64 ", cuMemUnmap +%" PRIu64, access, unmap);
+    cr_expect_eq(access, 2, "mappings per step");
+    cr_expect_eq(unmap, 2, "unmaps per step");
+    e2e_free(&a);
+    e2e_free(&b);
 }
 
 // Under a budget 2.5 layers below the step's need, the peak keeps under it.
