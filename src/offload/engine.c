@@ -703,25 +703,13 @@ static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size, bool split)
     if (!ao_config.check && idle_take(c)) { // mapped already, at an address of its own
         c->mapped = true;
         ao_stat_device(0, (int64_t)size, 0);
-        if (ao_extents_give(&c->free, c->base, size) < 0) {
-            chunk_unmap(c);
-            ao_va_free(c->base, size);
-            chunk_recycle(c);
-            return NULL;
-        }
-        ao_stat_device(0, 0, (int64_t)size);
-        ao_rec_memory(s->layer, (int64_t)size, 0);
-        chunk_set(c, AO_RESIDENT);
-        c->next = s->chunks;
-        s->chunks = c;
-        return c;
-    }
-    if (ao_va_alloc(size, &c->base) != CUDA_SUCCESS) {
+    } else if (ao_va_alloc(size, &c->base) != CUDA_SUCCESS) {
         WARN_ONCE("aoshim's device address range is full: further buffers are not tracked");
         chunk_recycle(c);
         return NULL;
     }
-    if (chunk_map(c) != CUDA_SUCCESS || ao_extents_give(&c->free, c->base, size) < 0) {
+    if ((!c->mapped && chunk_map(c) != CUDA_SUCCESS) ||
+        ao_extents_give(&c->free, c->base, size) < 0) {
         if (!c->mapped || chunk_unmap(c)) ao_va_free(c->base, size);
         ao_extents_clear(&c->free);
         chunk_recycle(c);
