@@ -178,6 +178,7 @@ static struct {
     int nlayers;    // layers in a forward pass, known once a backward began
     unsigned steps; // step_end calls
     int max_fwd_layer;
+    uint64_t max_saved; // the most a layer's forward saved (the measuring step's margin)
     ao_phase_t phase[AO_MAX_MB];
     int bwd_open[AO_MAX_MB]; // layer + 1 of the open backward, 0 if none
     // Per microbatch, one bit per layer whose forward began this step
@@ -1353,13 +1354,15 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
 }
 
 // Whether the schedule offloads this layer now. In the first step of auto,
-// only once the device holds half the budget (S.min_held).
+// only once the device holds nearly the budget (S.min_held and its margin).
 static bool layer_selected(int layer)
 {
     if (layer < 0 || layer >= AO_MAX_LAYERS || !S.layer[layer].offload) return false;
-    return !S.min_held || ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) +
-                                  ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES) >=
-                              S.min_held;
+    if (!S.min_held) return true;
+    uint64_t margin = (uint64_t)S.margin_layers * E.max_saved;
+    uint64_t at = S.min_held > margin ? S.min_held - margin : 0;
+    if (at < S.min_held_floor) at = S.min_held_floor;
+    return ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) + ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES) >= at;
 }
 
 // The schedule offloads no layer at all (none, 0, 0%, a list of none, a plan
@@ -2103,6 +2106,7 @@ int ao_engine_layer_end(int layer)
             else
                 s->rec.saved += b->rsize;
         }
+    if (s->rec.saved > E.max_saved) E.max_saved = s->rec.saved;
     if (s->passthrough) { // nothing tracked: what was learned when it was stays
         learn_free(&s->rec);
     } else {

@@ -17,7 +17,8 @@ static void fill(ao_sched_t *out, int n, int prefetch)
     out->nlayers = n;
     out->none = false;
     out->reload_after_compute = false;
-    out->min_held = 0;
+    out->min_held = out->min_held_floor = 0;
+    out->margin_layers = 0;
     out->name = "aoshim";
     for (int l = 0; l < AO_MAX_LAYERS; l++)
         out->layer[l] = (ao_sched_layer_t){
@@ -94,6 +95,10 @@ void ao_sched_make(const ao_sched_in_t *in, ao_sched_t *out)
         ao_sched_te((int)cfg->offload_layers.count, in->nlayers, out);
     } else {
         sched_static(cfg, in->nlayers, in->late_from, out);
-        if (cfg->offload_layers.kind == AO_LAYERS_AUTO) out->min_held = in->budget / 2;
+        if (cfg->offload_layers.kind == AO_LAYERS_AUTO) {
+            out->min_held = in->budget;
+            out->min_held_floor = in->budget / 2;
+            out->margin_layers = 3;
+        }
     }
 }

@@ -44,10 +44,14 @@ typedef struct ao_sched_s {
     int nlayers;               // the layer count it was made for, 0: not known yet
     bool none;                 // offloads no layer (known once nlayers is)
     bool reload_after_compute; // reloads wait for the compute stream's work so far
-    // Offload only while the device holds at least this much (auto before it
-    // has a plan: half the budget; a step that fits moves little or nothing
-    // while it is measured). 0: always.
-    uint64_t min_held;
+    // Offload only while the device holds at least min_held less
+    // margin_layers of the largest layer seen, and at least min_held_floor
+    // (auto before it has a plan: within three layers of the budget, and
+    // half of it: a step that fits moves nothing while it is measured, one
+    // that does not starts its copies three layers before it would run
+    // out). min_held 0: always.
+    uint64_t min_held, min_held_floor;
+    unsigned margin_layers;
     const char *name; // for the report: "aoshim", "te", ...
     ao_sched_layer_t layer[AO_MAX_LAYERS];
 } ao_sched_t;

@@ -76,7 +76,9 @@ Test(sched, auto_follows_its_plan)
 {
     ao_config_t c = cfg("auto", 1);
     make(&c, 12, NULL);
-    cr_assert_eq(S.min_held, 500);
+    cr_assert_eq(S.min_held, 1000);
+    cr_assert_eq(S.min_held_floor, 500);
+    cr_assert_eq(S.margin_layers, 3);
     cr_assert_eq(count(12), 9);
     ao_plan_t p = {.count = 4, .prefetch = 3};
     make(&c, 12, &p);
