@@ -1454,7 +1454,7 @@ static void release_point(int mb, const ao_scope_t *except)
             else if (E.manual || at <= s->layer + 1 || at <= except->layer)
                 offload(s);
         }
-    if (except && !E.manual && E.nlayers > 0) release_due(mb, except);
+    if (except && !E.manual && E.nlayers > 0 && S.release_waits) release_due(mb, except);
 }
 
 // The memory of the copies the schedule gives back at the end of this

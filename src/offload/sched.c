@@ -17,6 +17,7 @@ static void fill(ao_sched_t *out, int n, int prefetch)
     out->nlayers = n;
     out->none = false;
     out->reload_after_compute = false;
+    out->release_waits = false;
     out->min_held = out->min_held_floor = 0;
     out->margin_layers = 0;
     out->name = "aoshim";
@@ -75,6 +76,7 @@ void ao_sched_te(int k, int n, ao_sched_t *out)
     fill(out, n, 0);
     out->name = "te";
     out->reload_after_compute = true;
+    out->release_waits = k > 0;
     for (int i = 0; i < k; i++) {
         ao_sched_layer_t *s = &out->layer[i];
         s->offload = true;

@@ -44,6 +44,7 @@ typedef struct ao_sched_s {
     int nlayers;               // the layer count it was made for, 0: not known yet
     bool none;                 // offloads no layer (known once nlayers is)
     bool reload_after_compute; // reloads wait for the compute stream's work so far
+    bool release_waits;        // some layer's release_at is set (else no layer end looks)
     // Offload only while the device holds at least min_held less
     // margin_layers of the largest layer seen, and at least min_held_floor
     // (auto before it has a plan: within three layers of the budget, and

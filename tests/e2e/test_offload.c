@@ -536,8 +536,8 @@ Test(e2e, auto_half_a_layer, .timeout = 60)
 // --- the default policy is 'auto' ------------------------------------------------------------
 // No AOSHIM_* variable at all, as a user starts. A step that fits the device
 // (13.7 GiB of 80) moves nothing, not even while the first step is measured
-// (the device never holds half the budget), the summary's plan row says so,
-// and it costs nothing once planned.
+// (the device never comes within three layers of the budget), the summary's
+// plan row says so, and it costs nothing once planned.
 Test(e2e, default_is_auto_fits_moves_nothing, .timeout = 60)
 {
     e2e_result_t base, with;

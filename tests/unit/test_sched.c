@@ -44,7 +44,7 @@ Test(sched, all_skips_the_layers_reloaded_at_once)
         cr_expect_eq(S.layer[l].release_at, -1);
         cr_expect_eq(S.layer[l].reload_at, l + 3);
     }
-    cr_assert(!S.none && !S.reload_after_compute && S.min_held == 0);
+    cr_assert(!S.none && !S.reload_after_compute && !S.release_waits && S.min_held == 0);
     // The first step: the count is not known, every layer goes.
     make(&c, 0, NULL);
     cr_assert(S.layer[100].offload && !S.none);
@@ -98,7 +98,7 @@ Test(sched, te_is_transformer_engines_default)
 {
     ao_sched_te(3, 12, &S);
     cr_assert_eq(count(12), 3);
-    cr_assert(S.reload_after_compute);
+    cr_assert(S.reload_after_compute && S.release_waits);
     cr_assert_str_eq(S.name, "te");
     for (int i = 0; i < 3; i++) {
         cr_expect_eq(S.layer[i].copy_at, i);
