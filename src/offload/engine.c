@@ -112,6 +112,7 @@ struct ao_scope_s {
     bool recompute, ended, release_recorded;
     bool offload_pending; // ended forward layer: copied out at its release point
     bool release_passed;  // ...which has passed, but the copy waits for the next layer_begin
+    bool skipped;         // its release point passed while the schedule did not select it
                           // (or, in the manual schedule, for aoshim_offload_layer)
     bool wanted;          // manual schedule: aoshim_offload_layer asked for this layer
     bool passthrough;     // a layer the policy does not offload: nothing of it is tracked
@@ -206,6 +207,12 @@ static struct {
     uint64_t fwd_ns[AO_MAX_LAYERS], bwd_ns[AO_MAX_LAYERS]; // the latest measured
     uint64_t d2h_bytes, d2h_ns, h2d_bytes, h2d_ns;         // the link, as the copies went
     int mbs, max_mb;                                       // microbatches in a step
+    // The order of a step's layers (plan.h): the one being recorded, and the
+    // last step's if it was a whole one (nops 0: none, GPipe's assumed).
+    ao_plan_op_t *rec_ops, *ops;
+    int rec_nops, rec_cap, nops, ops_cap;
+    bool rec_over;
+    bool several; // a microbatch other than 0 was seen
     unsigned plans;
     const char *why;      // what made the next plan necessary, NULL: the step
     const char *said_why; // ... and the current plan's, kept in its report row
@@ -728,6 +735,8 @@ static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size, bool split)
 // unmapped, its host slots and address range given back.
 // ev, nev: the events that showed c's last uses complete (NULL: none, and
 // the mapping is not kept). Returns whether it took them.
+static bool offloads_nothing(void);
+
 static bool chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
 {
     bool took = false;
@@ -739,7 +748,12 @@ static bool chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
     ao_rec_memory(c->scope->layer, c->mapped ? -(int64_t)c->size : 0,
                   c->mapped ? 0 : -(int64_t)c->size);
     ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
-    if (!ao_config.check && c->mapped && ev && idle_keep(c, ev, nev)) {
+    // Kept mapped only for a tracked layer to come: under a schedule that
+    // offloads nothing (known mid-way through the first step) the layers go
+    // to the real allocator, which gets the memory back at once instead
+    // (held, a 1F1B step of 4 microbatches peaked 71% over its need).
+    bool none = !E.manual && offloads_nothing();
+    if (!ao_config.check && c->mapped && ev && !none && idle_keep(c, ev, nev)) {
         took = true;
         c->mapped = false; // the mapping is the cache's now
         ao_stat_device(0, -(int64_t)c->size, 0);
@@ -750,6 +764,7 @@ static bool chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
         // range still mapped is never handed out again either.
         if (!ao_config.check && unmapped) ao_va_free(c->base, c->size);
     }
+    if (none) ao_phys_trim();
     ao_extents_clear(&c->free);
     event_put(c->ev_copy, false);
     for (int i = 0; i < c->nfree_ev; i++)
@@ -1366,7 +1381,8 @@ static bool layer_selected(int layer)
 }
 
 // The schedule offloads no layer at all (none, 0, 0%, a list of none, a plan
-// of nothing); known once the layer count is.
+// of nothing); known from the start for a set naming no layer, otherwise
+// once the layer count is.
 static bool offloads_nothing(void)
 {
     return S.none;
@@ -1383,7 +1399,10 @@ static bool offloads_nothing(void)
 static void offload(ao_scope_t *s)
 {
     s->offload_pending = false;
-    if (!(E.manual ? s->wanted : layer_selected(s->layer))) return;
+    if (!(E.manual ? s->wanted : layer_selected(s->layer))) {
+        s->skipped = true;
+        return;
+    }
     bool any = false;
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
         any |= c->prepared = offload_prepare(c);
@@ -1616,6 +1635,7 @@ static void sched_update(void)
         .plan = A.on && A.planned ? &A.plan : NULL,
         .budget = A.budget,
         .late_from = A.late ? A.late_from : -1,
+        .microbatches = A.several,
     };
     ao_sched_make(&in, &S);
     if (ao_config.schedule == AO_SCHEDULE_TE && E.nlayers > 0 &&
@@ -1686,6 +1706,39 @@ static void copy_too_late(const ao_scope_t *s)
     if (ao_config.verbose) ao_log(AO_LOG_INFO, "%s", A.late_why);
 }
 
+// A layer's forward or backward begins (auto): the step's order, for the
+// planner. A step too long to record (over a million) plans as GPipe's.
+static void op_record(int layer, int mb, bool bwd)
+{
+    if (!A.on || A.rec_over) return;
+    if (A.rec_nops == A.rec_cap) {
+        int cap = A.rec_cap ? 2 * A.rec_cap : 256;
+        ao_plan_op_t *o = cap <= (1 << 20) ? realloc(A.rec_ops, (size_t)cap * sizeof *o) : NULL;
+        if (!o) {
+            A.rec_over = true;
+            return;
+        }
+        A.rec_ops = o;
+        A.rec_cap = cap;
+    }
+    A.rec_ops[A.rec_nops++] = (ao_plan_op_t){.layer = (int16_t)layer, .mb = (int16_t)mb, .bwd = bwd};
+}
+
+// At a step's end: its order becomes the plan's if it is a whole step (each
+// layer's forward and backward for every microbatch), else none is known.
+static void ops_take(int n)
+{
+    A.nops = 0;
+    if (!A.rec_over && ao_plan_ops_valid(A.rec_ops, A.rec_nops, n, A.mbs)) {
+        ao_plan_op_t *t = A.ops;
+        int c = A.ops_cap;
+        A.ops = A.rec_ops, A.ops_cap = A.rec_cap, A.nops = A.rec_nops;
+        A.rec_ops = t, A.rec_cap = c;
+    }
+    A.rec_nops = 0;
+    A.rec_over = false;
+}
+
 // Make a plan from in and take it. Said (one line under AOSHIM_VERBOSE, the
 // report's "offload plan" row) when it changes; the row follows the latest
 // prediction every step (the first plan's came from a step aoshim itself
@@ -1705,13 +1758,16 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     // need: 1.26 GiB held for 1.23). The host waits here, once a plan, for
     // the releases under way.
     if (p.count > 0 && (!A.planned || p.count != A.plan.count || p.part != A.plan.part)) {
-        uint64_t keep = 0, mbs = A.mbs > 0 ? (uint64_t)A.mbs : 1;
-        for (int l = p.count; l < n; l++)
-            keep += mbs * ao_vmm_round(in->bytes[l] / mbs);
+        // What the scopes left on the device hold at once, in chunks, in the
+        // step's order (1F1B holds two microbatches' where GPipe holds all).
+        uint64_t held[AO_MAX_LAYERS], mbs = A.mbs > 0 ? (uint64_t)A.mbs : 1;
+        for (int l = 0; l < n; l++)
+            held[l] = l < p.count ? 0 : ao_vmm_round(in->bytes[l] / mbs);
         // The last layer offloaded in part: its two chunks are sizes the
         // pool has no handle of, made anew next step, and the last layers'
         // memory then comes from what its part gives back plus new handles:
         // the pool keeps that much less.
+        uint64_t keep = ao_plan_live(in, held);
         if (p.part && p.part < in->bytes[p.count - 1]) {
             uint64_t away = mbs * ao_vmm_round(p.part / mbs);
             keep = keep > away ? keep - away : 0;
@@ -1779,6 +1835,7 @@ static void plan_step(void)
     memset(A.tracked, 0, sizeof A.tracked);
     A.mbs = A.max_mb + 1;
     A.max_mb = 0;
+    ops_take(n);
     // A layer's times were measured per microbatch; its bytes are a step's.
     // One not measured since its shapes changed: the estimate made then.
     static uint64_t fwd[AO_MAX_LAYERS], bwd[AO_MAX_LAYERS];
@@ -1790,6 +1847,8 @@ static void plan_step(void)
     A.peak_without = ao_stat_step_peak_without();
     ao_plan_in_t in = {
         .nlayers = n,
+        .mbs = A.mbs,
+        .ops = A.nops ? A.ops : NULL,
         .bytes = A.bytes,
         .fwd_ns = fwd,
         .bwd_ns = bwd,
@@ -1869,6 +1928,8 @@ static void plan_reshape(int layer, uint64_t saved, uint64_t was, uint64_t held,
     memset(A.late_d, 0, sizeof A.late_d);
     ao_plan_in_t in = {
         .nlayers = n,
+        .mbs = (int)mbs,
+        .ops = A.nops ? A.ops : NULL,
         .bytes = bytes,
         .fwd_ns = fwd,
         .bwd_ns = bwd,
@@ -2034,6 +2095,7 @@ int ao_engine_layer_begin(int layer)
     E.scopes = s;
     if (s->recompute) return leave(0); // recomputed in backward: never offloaded
     if (E.mb > A.max_mb) A.max_mb = E.mb;
+    op_record(layer, E.mb, false);
     forward_goes_on(E.mb);
     // Timed after the copies issued just above: pinning their host slots (a
     // first step's) is host time, not this layer's compute.
@@ -2049,16 +2111,20 @@ int ao_engine_layer_begin(int layer)
     else if (layer > 0 && E.learned[layer - 1].n)
         s->plan = &E.learned[layer - 1];
     if (!E.manual && S.layer[layer].offload && S.layer[layer].part) choose_part(s, S.layer[layer].part);
-    // Once the layer count is known, a policy that offloads nothing costs
-    // nothing: the layers' allocations go to the real allocator, and no chunk
-    // is mapped and unmapped each step. While any layer is offloaded every
+    // A policy that offloads nothing (from the start, or once the layer
+    // count or the plan says so) costs nothing: the layers' allocations go
+    // to the real allocator, and no chunk is mapped and unmapped each step. While any layer is offloaded every
     // layer stays tracked: the memory the last layers free in backward is
     // what the first ones are reloaded into (passed through, it would sit in
     // the real allocator's pool while reloads took more: measured, the peak
     // of 4 of 12 offloaded layers rose by 17%). The manual schedule may name
     // any layer.
-    s->passthrough = E.nlayers > 0 && !E.manual && offloads_nothing();
+    s->passthrough = !E.manual && offloads_nothing();
     if (s->passthrough && A.on) s->pt0 = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
+    if (s->passthrough && (idle_mapped || ao_phys_idle())) { // the tracked scopes' left over
+        idle_unmap(SIZE_MAX);
+        ao_phys_trim();
+    }
     E.open = s;
     __atomic_store_n(&ao_engine_open_scope, s, __ATOMIC_RELEASE);
     return leave(0);
@@ -2159,6 +2225,7 @@ int ao_engine_backward_begin(int layer)
     }
     release_point(mb, NULL);
     E.bwd_open[mb] = layer + 1;
+    op_record(layer, mb, true);
     // Backward of layer L reads L's saved buffers and its input, which layer
     // L-1 produced: both must be back. Prefetch brings L-2 .. L-1-d back
     // while L runs. One needed now but not yet reloaded is a missed prefetch;
@@ -2285,7 +2352,26 @@ int ao_engine_set_microbatch(int mb)
         WARN_ONCE("aoshim_set_microbatch(%d) inside layer %d", mb, E.open->layer);
         return leave(AOSHIM_ESTATE);
     }
+    int prev = E.mb;
     E.mb = mb;
+    if (mb > 0 && !A.several) { // the measuring step's margin widens (sched.h)
+        A.several = true;
+        sched_update();
+    }
+    // Before a plan: what the schedule left of the other microbatches begun
+    // so far is looked at again (the margin may have widened, the device
+    // filled): each waits for this microbatch's forward at least, past its
+    // release point (a late copy is as safe as any: every use enqueued so
+    // far comes first). So do the layers whose copy waited for a next
+    // layer_begin of their own microbatch, but never a last layer.
+    if (S.min_held && mb != prev)
+        for (ao_scope_t *s = E.scopes; s; s = s->next)
+            if (s->mb != mb && !s->recompute && s->state == AO_RESIDENT &&
+                E.phase[s->mb] == PHASE_FORWARD &&
+                (s->skipped || (s->offload_pending && s->release_passed))) {
+                s->skipped = false;
+                offload(s);
+            }
     return leave(0);
 }
 

@@ -5,6 +5,7 @@
 #include "offload/plan.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 static double bw(double measured)
@@ -82,6 +83,51 @@ static void map(ao_model_t *m, uint64_t bytes)
 }
 
 // --- one step ------------------------------------------------------------------------------
+bool ao_plan_ops_valid(const ao_plan_op_t *ops, int n, int nlayers, int mbs)
+{
+    if (!ops || nlayers <= 0 || mbs <= 0 || n != 2 * nlayers * mbs) return false;
+    unsigned char *seen = calloc((size_t)nlayers * (size_t)mbs, 1);
+    bool ok = seen != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        const ao_plan_op_t *o = &ops[i];
+        ok = o->layer >= 0 && o->layer < nlayers && o->mb >= 0 && o->mb < mbs;
+        unsigned char *x = ok ? &seen[(size_t)o->mb * (size_t)nlayers + (size_t)o->layer] : NULL;
+        ok = ok && *x == (o->bwd ? 1 : 0);
+        if (ok) (*x)++;
+    }
+    free(seen);
+    return ok;
+}
+
+// The most the scopes hold at once, each holding x[layer] from its forward
+// to its backward's end.
+static double live_top(const ao_plan_op_t *ops, int nops, const double *x)
+{
+    double live = 0, top = 0;
+    for (int i = 0; i < nops; i++) {
+        live += ops[i].bwd ? -x[ops[i].layer] : x[ops[i].layer];
+        if (live > top) top = live;
+    }
+    return top;
+}
+
+uint64_t ao_plan_live(const ao_plan_in_t *in, const uint64_t *x)
+{
+    const int M = in->mbs > 1 ? in->mbs : 1;
+    uint64_t live = 0, top = 0;
+    if (!in->ops) {
+        for (int l = 0; l < in->nlayers; l++)
+            top += (uint64_t)M * x[l];
+        return top;
+    }
+    for (int i = 0; i < 2 * in->nlayers * M; i++) {
+        const ao_plan_op_t *o = &in->ops[i];
+        live = o->bwd ? live - x[o->layer] : live + x[o->layer];
+        if (live > top) top = live;
+    }
+    return top;
+}
+
 void ao_plan_predict(const ao_plan_in_t *in, int k, int d, ao_plan_t *out)
 {
     ao_plan_predict_part(in, k, d, 0, out);
@@ -89,92 +135,123 @@ void ao_plan_predict(const ao_plan_in_t *in, int k, int d, ao_plan_t *out)
 
 void ao_plan_predict_part(const ao_plan_in_t *in, int k, int d, uint64_t part, ao_plan_t *out)
 {
-    const int n = in->nlayers;
-    const uint64_t *B = in->bytes;
+    const int n = in->nlayers, M = in->mbs > 1 ? in->mbs : 1;
     memset(out, 0, sizeof *out);
     out->count = k;
     out->prefetch = d;
-    const int nn = n > 0 ? n : 1;
-    // What each layer's copy moves: all of it, or part of the last one's.
-    uint64_t A[nn];
-    uint64_t total = 0, away = 0;
-    double compute = 0, fwd = 0;
+    if (n <= 0) return;
+    const int S = n * M, nops = 2 * S; // scopes (layer l of microbatch m: m * n + l)
+    // The step's order: the program's, or GPipe's.
+    ao_plan_op_t *gp = NULL;
+    const ao_plan_op_t *ops = in->ops;
+    if (!ops) {
+        gp = malloc((size_t)nops * sizeof *gp);
+        if (!gp) return; // no prediction: nothing fits
+        for (int m = 0, i = 0; m < M; m++)
+            for (int l = 0; l < n; l++, i++) {
+                gp[i] = (ao_plan_op_t){.layer = (int16_t)l, .mb = (int16_t)m};
+                gp[S + m * n + (n - 1 - l)] = (ao_plan_op_t){.layer = (int16_t)l, .mb = (int16_t)m,
+                                                             .bwd = true};
+            }
+        ops = gp;
+    }
+    // Per scope: what it saves (b), what its copy moves (a: all of it, or
+    // part of the last layer's; nothing for the last layer), its times.
+    double *b = malloc((size_t)(6 * n + 6 * S + M) * sizeof *b);
+    int *ql = malloc((size_t)(2 * S) * sizeof *ql);
+    bool *flags = calloc((size_t)(3 * S), sizeof *flags);
+    if (!b || !ql || !flags) {
+        free(gp), free(b), free(ql), free(flags);
+        return;
+    }
+    double *a = b + n, *stay = a + n, *all = stay + n, *f = all + n, *bw_ns = f + n;
+    double *back_at = bw_ns + n, *copied = back_at + S, *qt = copied + S, *qb = qt + 2 * S;
+    double *fend = qb + 2 * S;
+    bool *gone = flags, *back = flags + 2 * S;
+    double compute = 0;
     for (int l = 0; l < n; l++) {
-        A[l] = l < k && l + 1 < n ? B[l] : 0;
-        if (l == k - 1 && part && part < A[l]) A[l] = part;
-        if (l == k - 1 && A[l] < B[l]) out->part = A[l];
-        total += B[l];
-        away += A[l];
-        fwd += (double)in->fwd_ns[l];
+        uint64_t A = l < k && l + 1 < n ? in->bytes[l] : 0;
+        if (l == k - 1 && part && part < A) A = part;
+        if (l == k - 1 && A < in->bytes[l]) out->part = A;
+        b[l] = (double)in->bytes[l] / M;
+        a[l] = (double)A / M;
+        stay[l] = b[l] - a[l];
+        all[l] = b[l];
+        f[l] = (double)in->fwd_ns[l] / M;
+        bw_ns[l] = (double)in->bwd_ns[l] / M;
         compute += (double)in->fwd_ns[l] + (double)in->bwd_ns[l];
     }
     // What is not the layers' (weights, temporaries): stays whatever the plan.
-    uint64_t base = in->peak_without > total ? in->peak_without - total : 0;
-
-    int ql[2][nn];
-    double qt[2][nn], qb[2][nn], copied[nn], back_at[nn];
-    bool gone[2][nn], back[nn];
-    memset(gone, 0, sizeof gone);
+    double held = live_top(ops, nops, all);
+    uint64_t base = (double)in->peak_without > held ? in->peak_without - (uint64_t)held : 0;
     ao_model_t m = {.in = in,
-                    .pool = (double)(total - away),
-                    .copies = {.layer = ql[0], .t = qt[0], .b = qb[0], .gone = gone[0]},
-                    .frees = {.layer = ql[1], .t = qt[1], .b = qb[1], .gone = gone[1]}};
-
-    // Forward. The host runs ahead of the GPU: it stops only where a layer's
-    // memory must wait for a release. The pool holds what the layers not
-    // offloaded need at the forward's end (the engine trims it to that), so
-    // from the layer that fills it on, each layer's memory waits for a copy
-    // out: a link slower than the forward paces the forward (exposed time).
-    // Layer l's copy starts at its release point, the end of layer l+1, after
-    // the copies before it.
-    double gpu = 0, d2h = 0, h2d = 0;
-    for (int l = 0; l < n; l++) {
+                    .pool = live_top(ops, nops, stay),
+                    .copies = {.layer = ql, .t = qt, .b = qb, .gone = gone},
+                    .frees = {.layer = ql + S, .t = qt + S, .b = qb + S, .gone = gone + S}};
+    // Forward of layer l: the host runs ahead of the GPU and stops only where
+    // the layer's memory must wait for a release. Once the pool is full each
+    // layer's memory waits for a copy out: a link slower than the forward
+    // paces the forward (exposed time). Layer l-1's copy starts at its
+    // release point, the end of layer l, after the copies before it.
+    // Backward of layer L: the host reloads L, L-1 (needed now) and L-2 ..
+    // L-1-d (prefetch), each into memory got as in the forward, so reloads
+    // run as far ahead as the pool and the link let them (a model that
+    // issues them when the GPU reaches L+1+d's backward predicts waits the
+    // engine does not have); a layer whose copy out the host has not seen
+    // done yet is not released, and stays. The compute stream waits for L's
+    // and L-1's reloads; L's memory goes when its backward is done.
+    double gpu = 0, d2h = 0, h2d = 0, cc = 0;
+    for (int i = 0; i < nops; i++) {
+        const int l = ops[i].layer, mb = ops[i].mb, id = mb * n + l;
         poll(&m);
-        if (B[l]) map(&m, B[l]);
-        gpu = max2(gpu, m.h) + (double)in->fwd_ns[l];
-        copied[l] = 0;
-        if (l >= 1 && A[l - 1]) {
-            d2h = max2(d2h, gpu) + (double)A[l - 1] / bw(in->d2h);
-            copied[l - 1] = d2h;
-            push(&m.copies, l - 1, d2h, (double)A[l - 1]);
-            if (d2h > fwd) out->fwd_late += A[l - 1];
+        if (!ops[i].bwd) {
+            if (b[l] > 0) map(&m, b[l]);
+            gpu = max2(gpu, m.h) + f[l];
+            cc += f[l];
+            if (l == n - 1) fend[mb] = cc;
+            copied[id] = 0;
+            back[id] = a[l] <= 0;
+            if (l >= 1 && a[l - 1] > 0) {
+                d2h = max2(d2h, gpu) + a[l - 1] / bw(in->d2h);
+                copied[id - 1] = d2h;
+                push(&m.copies, id - 1, d2h, a[l - 1]);
+            }
+            continue;
         }
-    }
-
-    // Backward, last layer first. At layer L's backward_begin the host
-    // reloads L, L-1 (needed now) and L-2 .. L-1-d (prefetch), each into
-    // memory got as in the forward, so reloads run as far ahead as the pool
-    // and the link let them (a model that issues them when the GPU reaches
-    // L+1+d's backward predicts waits the engine does not have); a layer
-    // whose copy out the host has not seen done yet is not released, and
-    // stays. The compute stream waits for L's and L-1's reloads; L's memory
-    // goes when its backward is done.
-    for (int l = 0; l < n; l++) {
-        back[l] = !A[l];
-        back_at[l] = 0;
-    }
-    for (int L = n - 1; L >= 0; L--) {
-        poll(&m);
-        for (int j = L; j >= L - 1 - d && j >= 0; j--) {
-            if (back[j]) continue;
-            back[j] = true;
-            if (!m.copies.gone[j]) { // still being copied out: the copy is cancelled
-                m.copies.gone[j] = true;
+        back_at[id] = 0;
+        for (int j = l; j >= l - 1 - d && j >= 0; j--) {
+            const int jd = mb * n + j;
+            if (back[jd]) continue;
+            back[jd] = true;
+            back_at[jd] = 0;
+            if (!m.copies.gone[jd]) { // still being copied out: the copy is cancelled
+                m.copies.gone[jd] = true;
                 continue;
             }
-            map(&m, A[j]);
-            h2d = max2(max2(h2d, m.h), copied[j]) + (double)A[j] / bw(in->h2d);
-            back_at[j] = h2d;
+            map(&m, a[j]);
+            h2d = max2(max2(h2d, m.h), copied[jd]) + a[j] / bw(in->h2d);
+            back_at[jd] = h2d;
         }
-        double ready = max2(back_at[L], L > 0 ? back_at[L - 1] : 0);
-        gpu = max2(max2(gpu, m.h), ready) + (double)in->bwd_ns[L];
-        if (B[L]) push(&m.frees, L, gpu, (double)B[L]);
+        double ready = max2(back_at[id], l > 0 ? back_at[id - 1] : 0);
+        gpu = max2(max2(gpu, m.h), ready) + bw_ns[l];
+        cc += bw_ns[l];
+        if (b[l] > 0) push(&m.frees, id, gpu, b[l]);
+    }
+    // Bytes whose copy out ends after their microbatch's forward would
+    // (its compute alone).
+    for (int id = 0; id < S; id++) {
+        int l = id % n;
+        if (l + 1 < n && a[l] > 0 && copied[id] > fend[id / n]) out->fwd_late += (uint64_t)a[l];
     }
     // Forward times not measured: the copies are taken to be in time.
+    double fwd = 0;
+    for (int l = 0; l < n; l++)
+        fwd += (double)in->fwd_ns[l];
     if (fwd > 0 && gpu > compute) out->exposed_ns = (uint64_t)(gpu - compute);
     if (fwd <= 0) out->fwd_late = 0;
     out->peak = base + (uint64_t)m.top;
     out->budget_met = out->peak <= in->budget;
+    free(gp), free(b), free(ql), free(flags);
 }
 
 void ao_plan_make(const ao_plan_in_t *in, ao_plan_t *out)
@@ -186,9 +263,13 @@ void ao_plan_make(const ao_plan_in_t *in, ao_plan_t *out)
     bool found = false;
     // The smallest count that fits, for each prefetch distance; of those the
     // least exposed time, then the lower peak. The last layer is never
-    // offloaded, nor one whose reload would be issued as backward begins.
+    // offloaded, nor, with one microbatch, one whose reload would be issued
+    // as backward begins (with several, a microbatch's layers wait while
+    // others run, whenever their reload is issued: the model says what
+    // they save).
+    const bool several = in->mbs > 1;
     for (int d = 1; d <= AO_PLAN_MAX_PREFETCH && d <= n - 3; d++) {
-        for (int k = 1; k <= n - 2 - d; k++) {
+        for (int k = 1; k <= (several ? n - 1 : n - 2 - d); k++) {
             // That copy would be cancelled again, saving nothing, and the
             // copies after it are later still (the reloads earlier).
             if (in->late_d && in->late_d[k - 1] && d >= in->late_d[k - 1]) break;

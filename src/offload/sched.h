@@ -42,12 +42,13 @@ typedef struct ao_sched_layer_s {
 
 typedef struct ao_sched_s {
     int nlayers;               // the layer count it was made for, 0: not known yet
-    bool none;                 // offloads no layer (known once nlayers is)
+    bool none;                 // offloads no layer (from the start for a set naming none)
     bool reload_after_compute; // reloads wait for the compute stream's work so far
     bool release_waits;        // some layer's release_at is set (else no layer end looks)
     // Offload only while the device holds at least min_held less
     // margin_layers of the largest layer seen, and at least min_held_floor
-    // (auto before it has a plan: within three layers of the budget, and
+    // (auto before it has a plan: within three layers of the budget, six
+    // with microbatches, and
     // half of it: a step that fits moves nothing while it is measured, one
     // that does not starts its copies three layers before it would run
     // out). min_held 0: always.
@@ -64,6 +65,7 @@ typedef struct ao_sched_in_s {
     const ao_plan_t *plan;  // auto: the planner's latest choice, NULL before it has one
     uint64_t budget;        // auto
     int late_from;          // 'all': from this layer on, copies were late for their reloads (-1: none)
+    bool microbatches;      // a step was seen to have several microbatches
 } ao_sched_in_t;
 
 // The schedule the options ask for. Never fails: an option that cannot

@@ -19,6 +19,10 @@
 # between the fixed part and TE's) against TE's lowest over every K as
 # fast, in T (negative: auto lower). The
 # verdict compares auto with the best static choice.
+#
+# A second table: a step of 4 microbatches under GPipe and 1F1B (the first
+# stage of two), the best static count against auto, peaks over the whole
+# run (BENCH_PLAN_ONLY=mb prints only this one).
 import os
 import re
 import subprocess
@@ -34,20 +38,22 @@ MODELS = {  # layers, hidden, sequence, batch, heads
     "Llama-7B": (32, 4096, 4096, 1, 32),
     "Llama-13B": (40, 5120, 4096, 1, 40),
 }
+# Microbatched schedules (4 microbatches, the first stage of two under 1F1B).
+MB_MODELS = {"8x2048 4 mb": (8, 2048, 2048, 2, 16)}
 LINKS = {"H100 PCIe5 50 GB/s": {"SIM_PROFILE": "h100"},
          "A100 PCIe4 25 GB/s": {"SIM_PROFILE": "a100"},
          "C2C 300 GB/s": {"SIM_PROFILE": "h100", "SIM_D2H_GBPS": "300", "SIM_H2D_GBPS": "300"}}
 
 
-def run(model, link, shim, **aoshim):
-    n, h, s, b, a = MODELS[model]
+def run(model, link, shim, extra=(), **aoshim):
+    n, h, s, b, a = MODELS[model] if model in MODELS else MB_MODELS[model]
     env = dict(os.environ, LD_LIBRARY_PATH=SIM, SIM_QUIET="1", **LINKS[link])
     env = {k: v for k, v in env.items() if not k.startswith("AOSHIM_")}
     env.update({k: str(v) for k, v in aoshim.items()})
     if shim:
         env["LD_PRELOAD"] = SHIM
     p = subprocess.run([TS, "--layers", str(n), "--hidden", str(h), "--seq", str(s), "--batch",
-                        str(b), "--heads", str(a), "--fused", "--nodata", "--steps", "4"],
+                        str(b), "--heads", str(a), "--fused", "--nodata", "--steps", "4", *extra],
                        env=env, capture_output=True, text=True)
     out = p.stdout
     line = out.strip().splitlines()[-1] if out.strip() else ""
@@ -134,4 +140,53 @@ def main():
                 print(row + f"{fstar:4.2f}  {verdict}", flush=True)
 
 
-main()
+def main_mb():
+    """Microbatched steps: the best static count against auto, per schedule,
+    budgets in T of one microbatch's layer below the need (1F1B holds two
+    microbatches at once, GPipe all four). Peaks are the whole run's, the
+    measuring step included."""
+    GiB = 1 << 30
+    link = "H100 PCIe5 50 GB/s"
+    print(f"\n{'model':12} {'schedule':8} {'budget':>7} | {'static':>6} {'peak':>6} {'save':>5} "
+          f"{'step':>6} | {'auto':>4} {'peak':>6} {'save':>5} {'step':>6} | verdict")
+    for model in MB_MODELS:
+        n = MB_MODELS[model][0]
+        for sched, belows in (("gpipe", (8, 16, 24)), ("1f1b", (4, 8, 10))):
+            extra = ("--microbatches", "4", "--schedule", sched)
+            base = run(model, link, False, extra)
+            P0, S0, T = base["peak_device_bytes"], base["step_ns"], base["activation_bytes_per_layer"]
+            statics = {k: run(model, link, True, extra, AOSHIM_OFFLOAD_LAYERS=k) for k in range(n)}
+            for below in belows:
+                budget = P0 - below * T
+                fits = [(r["step_ns"], k, r) for k, r in statics.items()
+                        if r and r["peak_device_bytes"] <= budget]
+                auto = run(model, link, True, extra, AOSHIM_OFFLOAD_LAYERS="auto",
+                           AOSHIM_BUDGET=budget)
+                row = f"{model:12} {sched:8} {'-' + str(below) + 'T':>7} | "
+                if fits:
+                    st, k, r = min(fits)
+                    row += (f"{k:>6} {r['peak_device_bytes'] / GiB:6.2f} "
+                            f"{(P0 - r['peak_device_bytes']) / T:5.1f} {st / S0:5.2f}x | ")
+                else:
+                    row += f"{'none fits':>27} | "
+                verdict = "failed"
+                if auto:
+                    ap, ast = auto["peak_device_bytes"], auto["step_ns"]
+                    under = ap <= budget
+                    k = auto["planned"] if auto["planned"] is not None else "?"
+                    row += f"{k:>4} {ap / GiB:6.2f} {(P0 - ap) / T:5.1f} {ast / S0:5.2f}x | "
+                    if not under:
+                        verdict = f"over budget by {100 * (ap / budget - 1):.1f}%"
+                    elif fits:
+                        verdict = "as good" if ast <= 1.01 * st else f"{ast / st:.2f}x static"
+                    else:
+                        verdict = "under budget"
+                else:
+                    row += f"{'failed':>27} | "
+                print(row + verdict, flush=True)
+
+
+if __name__ == "__main__":
+    if os.environ.get("BENCH_PLAN_ONLY") != "mb":
+        main()
+    main_mb()

@@ -196,3 +196,89 @@ Test(plan, a_copy_seen_late_is_not_planned_again)
     cr_assert_lt(q.count, p.count, "layer %d planned again at prefetch %d", p.count - 1,
                  q.prefetch);
 }
+
+// --- microbatches: the step's order decides what is live at once -----------------------------
+#define M 4
+
+// A 1F1B order as the first stage of two: one warm-up forward, then one
+// forward and one backward, then the last backward.
+static int one_f_one_b(ao_plan_op_t *ops)
+{
+    int i = 0, nf = 0;
+    for (int l = 0; l < N; l++)
+        ops[i++] = (ao_plan_op_t){.layer = (int16_t)l, .mb = (int16_t)nf};
+    nf++;
+    for (int nb = 0; nb < M; nb++) {
+        for (int l = 0; nf < M && l < N; l++)
+            ops[i++] = (ao_plan_op_t){.layer = (int16_t)l, .mb = (int16_t)nf};
+        if (nf < M) nf++;
+        for (int l = N - 1; l >= 0; l--)
+            ops[i++] = (ao_plan_op_t){.layer = (int16_t)l, .mb = (int16_t)nb, .bwd = true};
+    }
+    return i;
+}
+
+// M microbatches of equal layers (T each per microbatch), in ops' order
+// (NULL: GPipe's), peak_without as that order holds them.
+static ao_plan_in_t step_mb(const ao_plan_op_t *ops, uint64_t budget)
+{
+    ao_plan_in_t in = step(10000000 * M, 50, budget); // times and bytes are a step's
+    for (int l = 0; l < N; l++)
+        bytes[l] = M * T;
+    in.mbs = M;
+    in.ops = ops;
+    in.peak_without = W + (ops ? 2 : M) * N * T;
+    return in;
+}
+
+Test(plan, a_step_order_is_checked)
+{
+    ao_plan_op_t ops[2 * N * M];
+    cr_assert_eq(one_f_one_b(ops), 2 * N * M);
+    cr_assert(ao_plan_ops_valid(ops, 2 * N * M, N, M));
+    cr_assert(!ao_plan_ops_valid(ops, 2 * N * M - 1, N, M), "a backward missing");
+    cr_assert(!ao_plan_ops_valid(ops, 2 * N * M, N, M - 1), "a microbatch out of range");
+    ao_plan_op_t t = ops[N];        // microbatch 1's first forward
+    ops[N] = ops[2 * N];            // ... swapped with microbatch 0's first backward: still whole
+    ops[2 * N] = t;
+    cr_assert(ao_plan_ops_valid(ops, 2 * N * M, N, M));
+    ops[0] = ops[2 * N * M - 1];    // microbatch 0's layer 0 backward before its forward
+    cr_assert(!ao_plan_ops_valid(ops, 2 * N * M, N, M));
+}
+
+// 1F1B holds two microbatches at once, GPipe all four: the same k layers
+// offloaded save 2k T and 4k T (the pool holds what stays; a layer's memory
+// waits for a copy out rather than growing it).
+Test(plan, one_f_one_b_holds_two_microbatches)
+{
+    ao_plan_op_t ops[2 * N * M];
+    one_f_one_b(ops);
+    ao_plan_in_t in = step_mb(ops, 0);
+    ao_plan_t p;
+    ao_plan_predict(&in, 0, 1, &p);
+    cr_assert_eq(p.peak, W + 2 * N * T, "nothing offloaded: the need");
+    ao_plan_predict(&in, 4, 1, &p);
+    cr_assert_eq(p.peak, W + 2 * (N - 4) * T, "peak %llu", (unsigned long long)p.peak);
+    ao_plan_in_t g = step_mb(NULL, 0);
+    ao_plan_predict(&g, 4, 1, &p);
+    cr_assert_eq(p.peak, W + M * (N - 4) * T, "GPipe: peak %llu", (unsigned long long)p.peak);
+}
+
+// The plan under 1F1B: the smallest count whose two microbatches fit, and
+// with several microbatches layers near the last are allowed (a microbatch
+// waits for the next one's forward whatever its reloads).
+Test(plan, one_f_one_b_plan_keeps_the_budget)
+{
+    ao_plan_op_t ops[2 * N * M];
+    one_f_one_b(ops);
+    ao_plan_in_t in = step_mb(ops, W + 2 * N * T - 4 * T);
+    ao_plan_t p;
+    ao_plan_make(&in, &p);
+    cr_assert(p.budget_met);
+    cr_assert_eq(p.count, 2, "count %d", p.count);
+    in.budget = W + 2 * 2 * T; // two layers of each of two microbatches
+    ao_plan_make(&in, &p);
+    cr_assert(p.budget_met, "peak %llu", (unsigned long long)p.peak);
+    cr_assert_gt(p.count, N - 2 - p.prefetch, "count %d at prefetch %d", p.count, p.prefetch);
+    cr_assert_leq(p.peak, in.budget);
+}

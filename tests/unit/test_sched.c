@@ -67,7 +67,13 @@ Test(sched, counts_lists_percentages_and_none)
     make(&c, 12, NULL);
     cr_assert(S.none);
     make(&c, 0, NULL);
-    cr_assert(!S.none, "not known before the layer count is");
+    cr_assert(S.none, "a set naming no layer is none from the start");
+    c = cfg("50%", 1);
+    make(&c, 0, NULL);
+    cr_assert(!S.none, "a percentage is not known before the layer count is");
+    c = cfg("1", 1);
+    make(&c, 0, NULL);
+    cr_assert(!S.none);
 }
 
 // auto: before its plan, 'all' once the device holds half the budget; then
