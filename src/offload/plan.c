@@ -209,7 +209,7 @@ void ao_plan_predict_part(const ao_plan_in_t *in, int k, int d, uint64_t part, a
             gpu = max2(gpu, m.h) + f[l];
             cc += f[l];
             if (l == n - 1) fend[mb] = cc;
-            copied[id] = 0;
+            copied[id] = back_at[id] = 0;
             back[id] = a[l] <= 0;
             if (l >= 1 && a[l - 1] > 0) {
                 d2h = max2(d2h, gpu) + a[l - 1] / bw(in->d2h);
@@ -218,7 +218,6 @@ void ao_plan_predict_part(const ao_plan_in_t *in, int k, int d, uint64_t part, a
             }
             continue;
         }
-        back_at[id] = 0;
         for (int j = l; j >= l - 1 - d && j >= 0; j--) {
             const int jd = mb * n + j;
             if (back[jd]) continue;

@@ -1320,6 +1320,7 @@ Test(e2e, budget_kept_1f1b, .timeout = 120)
 {
     budget_kept_mb("1f1b", 4);
     budget_kept_mb("1f1b", 8);
+    budget_kept_mb("1f1b", 10);
 }
 
 Test(e2e, budget_kept_gpipe, .timeout = 120)
