@@ -182,6 +182,7 @@ static struct {
     uint64_t max_saved; // the most a layer's forward saved (the measuring step's margin)
     ao_phase_t phase[AO_MAX_MB];
     int bwd_open[AO_MAX_MB]; // layer + 1 of the open backward, 0 if none
+    int live[AO_MAX_MB];     // forwards begun this step less backwards begun
     // Per microbatch, one bit per layer whose forward began this step
     // (allocated at the microbatch's first layer). Scopes cannot answer
     // "did layer L run forward": one that tracked nothing is gone at the
@@ -212,7 +213,7 @@ static struct {
     ao_plan_op_t *rec_ops, *ops;
     int rec_nops, rec_cap, nops, ops_cap;
     bool rec_over;
-    bool several; // a microbatch other than 0 was seen
+    bool interleaved; // a microbatch was left with layers alive for another (not accumulation)
     unsigned plans;
     const char *why;      // what made the next plan necessary, NULL: the step
     const char *said_why; // ... and the current plan's, kept in its report row
@@ -1635,7 +1636,7 @@ static void sched_update(void)
         .plan = A.on && A.planned ? &A.plan : NULL,
         .budget = A.budget,
         .late_from = A.late ? A.late_from : -1,
-        .microbatches = A.several,
+        .interleaved = A.interleaved,
     };
     ao_sched_make(&in, &S);
     if (ao_config.schedule == AO_SCHEDULE_TE && E.nlayers > 0 &&
@@ -2096,6 +2097,7 @@ int ao_engine_layer_begin(int layer)
     if (s->recompute) return leave(0); // recomputed in backward: never offloaded
     if (E.mb > A.max_mb) A.max_mb = E.mb;
     op_record(layer, E.mb, false);
+    E.live[E.mb]++;
     forward_goes_on(E.mb);
     // Timed after the copies issued just above: pinning their host slots (a
     // first step's) is host time, not this layer's compute.
@@ -2226,6 +2228,7 @@ int ao_engine_backward_begin(int layer)
     release_point(mb, NULL);
     E.bwd_open[mb] = layer + 1;
     op_record(layer, mb, true);
+    if (E.live[mb] > 0) E.live[mb]--;
     // Backward of layer L reads L's saved buffers and its input, which layer
     // L-1 produced: both must be back. Prefetch brings L-2 .. L-1-d back
     // while L runs. One needed now but not yet reloaded is a missed prefetch;
@@ -2313,6 +2316,7 @@ int ao_engine_step_end(void)
     for (int i = 0; i < AO_MAX_MB; i++) {
         E.phase[i] = PHASE_FORWARD;
         E.bwd_open[i] = 0;
+        E.live[i] = 0;
         if (E.fwd_ran[i]) memset(E.fwd_ran[i], 0, AO_MAX_LAYERS / 8);
     }
     for (ao_scope_t *s = E.scopes; s; s = s->next) {
@@ -2354,8 +2358,12 @@ int ao_engine_set_microbatch(int mb)
     }
     int prev = E.mb;
     E.mb = mb;
-    if (mb > 0 && !A.several) { // the measuring step's margin widens (sched.h)
-        A.several = true;
+    // Another microbatch while this one's layers wait for their backward
+    // (GPipe, 1F1B; gradient accumulation ends each backward first): the
+    // measuring step's margin widens, 'all' takes every layer but the last
+    // (sched.h).
+    if (mb != prev && E.live[prev] > 0 && !A.interleaved) {
+        A.interleaved = true;
         sched_update();
     }
     // Before a plan: what the schedule left of the other microbatches begun

@@ -253,6 +253,23 @@ void ao_plan_predict_part(const ao_plan_in_t *in, int k, int d, uint64_t part, a
     free(gp), free(b), free(ql), free(flags);
 }
 
+// Whether a microbatch's forward or backward runs while another's layers
+// wait for their backward (GPipe, 1F1B; not gradient accumulation).
+static bool interleaved(const ao_plan_in_t *in)
+{
+    const int n = in->nlayers, M = in->mbs > 1 ? in->mbs : 1;
+    if (M == 1) return false;
+    if (!in->ops) return true; // GPipe's
+    int waiting = -1, live = 0; // the microbatch with layers alive, and how many
+    for (int i = 0; i < 2 * n * M; i++) {
+        const ao_plan_op_t *o = &in->ops[i];
+        if (live > 0 && o->mb != waiting) return true;
+        waiting = o->mb;
+        live += o->bwd ? -1 : 1;
+    }
+    return false;
+}
+
 void ao_plan_make(const ao_plan_in_t *in, ao_plan_t *out)
 {
     const int n = in->nlayers;
@@ -262,13 +279,13 @@ void ao_plan_make(const ao_plan_in_t *in, ao_plan_t *out)
     bool found = false;
     // The smallest count that fits, for each prefetch distance; of those the
     // least exposed time, then the lower peak. The last layer is never
-    // offloaded, nor, with one microbatch, one whose reload would be issued
-    // as backward begins (with several, a microbatch's layers wait while
-    // others run, whenever their reload is issued: the model says what
-    // they save).
-    const bool several = in->mbs > 1;
+    // offloaded, nor, unless microbatches interleave, one whose reload would
+    // be issued as backward begins (interleaved, a microbatch's layers wait
+    // while others run, whenever their reload is issued: the model says
+    // what they save).
+    const bool inter = interleaved(in);
     for (int d = 1; d <= AO_PLAN_MAX_PREFETCH && d <= n - 3; d++) {
-        for (int k = 1; k <= (several ? n - 1 : n - 2 - d); k++) {
+        for (int k = 1; k <= (inter ? n - 1 : n - 2 - d); k++) {
             // That copy would be cancelled again, saving nothing, and the
             // copies after it are later still (the reloads earlier).
             if (in->late_d && in->late_d[k - 1] && d >= in->late_d[k - 1]) break;

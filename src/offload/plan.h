@@ -34,9 +34,9 @@
 // A plan may offload part of its last layer (the engine moves that layer's
 // largest buffers, at least part bytes): the least part that still fits
 // moves the least over the link.
-// k goes up to n-2-d with one microbatch (a layer reloaded as backward
-// begins saves nothing), to n-2 with several (a microbatch's layers wait
-// while others run, whatever d).
+// k goes up to n-2-d (a layer reloaded as backward begins saves nothing),
+// to n-2 where microbatches interleave (a microbatch's layers wait while
+// others run, whatever d).
 // The budget comes first: the smallest k whose predicted peak fits, with the
 // d that exposes the least copy time (then the lower peak, then the smaller
 // d, which holds the least memory should the host not run ahead). When no

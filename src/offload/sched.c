@@ -46,10 +46,11 @@ static void set_none(ao_sched_t *out)
 // offloading it saves nothing. With one microbatch 'all' (and auto before
 // its plan) also skips the layers whose reload would be issued as soon as
 // backward begins (the last 2 + prefetch): copying them saves nothing
-// either. With several, a microbatch's layers wait while others run,
-// whatever their reload distance (GPipe, 4 microbatches of 8 layers: 'all'
-// held 16% more from its second step on when it skipped them).
-static void sched_static(const ao_config_t *cfg, int n, int late_from, bool several,
+// either. With interleaved microbatches (GPipe, 1F1B) a microbatch's layers
+// wait while others run, whatever their reload distance (GPipe, 4
+// microbatches of 8 layers: 'all' held 16% more from its second step on
+// when it skipped them); gradient accumulation runs each backward at once.
+static void sched_static(const ao_config_t *cfg, int n, int late_from, bool interleaved,
                          ao_sched_t *out)
 {
     const ao_layerset_t *set = &cfg->offload_layers;
@@ -59,7 +60,7 @@ static void sched_static(const ao_config_t *cfg, int n, int late_from, bool seve
     for (int l = 0; l < AO_MAX_LAYERS; l++) {
         bool on = ao_layerset_has(set, (unsigned)l, (unsigned)n);
         if (n > 0 && l >= n - 1) on = false;
-        if (n > 0 && all && !several && l > n - 3 - d) on = false;
+        if (n > 0 && all && !interleaved && l > n - 3 - d) on = false;
         // 'all' leaves the layers whose copies were late for their reloads
         // (the reload cancelled them: link traffic that saved nothing).
         if (set->kind == AO_LAYERS_ALL && late_from >= 0 && l >= late_from) on = false;
@@ -103,17 +104,17 @@ void ao_sched_make(const ao_sched_in_t *in, ao_sched_t *out)
                in->nlayers > 0) {
         ao_sched_te((int)cfg->offload_layers.count, in->nlayers, out);
     } else {
-        sched_static(cfg, in->nlayers, in->late_from, in->microbatches, out);
+        sched_static(cfg, in->nlayers, in->late_from, in->interleaved, out);
         if (cfg->offload_layers.kind == AO_LAYERS_AUTO) {
             out->min_held = in->budget;
             out->min_held_floor = in->budget / 2;
-            // Several microbatches: as one begins, the one before still
+            // Interleaved microbatches: as one begins, the one before still
             // holds its last layers (their copies not begun, or never
             // begun) and this one maps its first two before its first
             // release point: three more (measured: 1F1B and GPipe, 4
             // microbatches, kept their budgets in the measuring step with
             // six, went over by up to 10% with three).
-            out->margin_layers = in->microbatches ? 6 : 3;
+            out->margin_layers = in->interleaved ? 6 : 3;
         }
     }
 }

@@ -48,7 +48,7 @@ typedef struct ao_sched_s {
     // Offload only while the device holds at least min_held less
     // margin_layers of the largest layer seen, and at least min_held_floor
     // (auto before it has a plan: within three layers of the budget, six
-    // with microbatches, and
+    // with interleaved microbatches, and
     // half of it: a step that fits moves nothing while it is measured, one
     // that does not starts its copies three layers before it would run
     // out). min_held 0: always.
@@ -65,7 +65,8 @@ typedef struct ao_sched_in_s {
     const ao_plan_t *plan;  // auto: the planner's latest choice, NULL before it has one
     uint64_t budget;        // auto
     int late_from;          // 'all': from this layer on, copies were late for their reloads (-1: none)
-    bool microbatches;      // a step was seen to have several microbatches
+    bool interleaved;       // microbatches interleave: one's layers wait while another runs
+                            // (GPipe, 1F1B; not gradient accumulation)
 } ao_sched_in_t;
 
 // The schedule the options ask for. Never fails: an option that cannot

@@ -282,3 +282,30 @@ Test(plan, one_f_one_b_plan_keeps_the_budget)
     cr_assert_gt(p.count, N - 2 - p.prefetch, "count %d at prefetch %d", p.count, p.prefetch);
     cr_assert_leq(p.peak, in.budget);
 }
+
+// Gradient accumulation: each microbatch's backward right after its forward,
+// so nothing waits for another microbatch and the layers whose reload comes
+// as backward begins save nothing, as with one microbatch: never planned.
+Test(plan, accumulation_is_one_microbatch_at_a_time)
+{
+    ao_plan_op_t ops[2 * N * M];
+    int i = 0;
+    for (int m = 0; m < M; m++) {
+        for (int l = 0; l < N; l++)
+            ops[i++] = (ao_plan_op_t){.layer = (int16_t)l, .mb = (int16_t)m};
+        for (int l = N - 1; l >= 0; l--)
+            ops[i++] = (ao_plan_op_t){.layer = (int16_t)l, .mb = (int16_t)m, .bwd = true};
+    }
+    cr_assert(ao_plan_ops_valid(ops, i, N, M));
+    ao_plan_in_t in = step_mb(ops, W); // nothing fits: the lowest peak
+    in.peak_without = W + N * T;
+    ao_plan_t p;
+    ao_plan_make(&in, &p);
+    cr_assert(!p.budget_met);
+    cr_assert_leq(p.count, N - 2 - p.prefetch, "count %d at prefetch %d", p.count, p.prefetch);
+    in.budget = W + N * T - 4 * T;
+    ao_plan_make(&in, &p);
+    cr_assert(p.budget_met);
+    cr_assert_leq(p.peak, in.budget);
+    cr_assert_leq(p.count, N - 2 - p.prefetch);
+}
