@@ -112,8 +112,8 @@ struct ao_scope_s {
     bool recompute, ended, release_recorded;
     bool offload_pending; // ended forward layer: copied out at its release point
     bool release_passed;  // ...which has passed, but the copy waits for the next layer_begin
-    bool skipped;         // its release point passed while the schedule did not select it
                           // (or, in the manual schedule, for aoshim_offload_layer)
+    bool skipped;         // its release point passed while the schedule did not select it
     bool wanted;          // manual schedule: aoshim_offload_layer asked for this layer
     bool passthrough;     // a layer the policy does not offload: nothing of it is tracked
     ao_state_t state;
@@ -1722,7 +1722,8 @@ static void op_record(int layer, int mb, bool bwd)
         A.rec_ops = o;
         A.rec_cap = cap;
     }
-    A.rec_ops[A.rec_nops++] = (ao_plan_op_t){.layer = (int16_t)layer, .mb = (int16_t)mb, .bwd = bwd};
+    A.rec_ops[A.rec_nops++] =
+        (ao_plan_op_t){.layer = (int16_t)layer, .mb = (int16_t)mb, .bwd = bwd};
 }
 
 // At a step's end: its order becomes the plan's if it is a whole step (each
@@ -2115,12 +2116,12 @@ int ao_engine_layer_begin(int layer)
     if (!E.manual && S.layer[layer].offload && S.layer[layer].part) choose_part(s, S.layer[layer].part);
     // A policy that offloads nothing (from the start, or once the layer
     // count or the plan says so) costs nothing: the layers' allocations go
-    // to the real allocator, and no chunk is mapped and unmapped each step. While any layer is offloaded every
-    // layer stays tracked: the memory the last layers free in backward is
-    // what the first ones are reloaded into (passed through, it would sit in
-    // the real allocator's pool while reloads took more: measured, the peak
-    // of 4 of 12 offloaded layers rose by 17%). The manual schedule may name
-    // any layer.
+    // to the real allocator, and no chunk is mapped and unmapped each step.
+    // While any layer is offloaded every layer stays tracked: the memory the
+    // last layers free in backward is what the first ones are reloaded into
+    // (passed through, it would sit in the real allocator's pool while
+    // reloads took more: measured, the peak of 4 of 12 offloaded layers rose
+    // by 17%). The manual schedule may name any layer.
     s->passthrough = !E.manual && offloads_nothing();
     if (s->passthrough && A.on) s->pt0 = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
     if (s->passthrough && (idle_mapped || ao_phys_idle())) { // the tracked scopes' left over

@@ -150,8 +150,8 @@ void ao_plan_predict_part(const ao_plan_in_t *in, int k, int d, uint64_t part, a
         for (int m = 0, i = 0; m < M; m++)
             for (int l = 0; l < n; l++, i++) {
                 gp[i] = (ao_plan_op_t){.layer = (int16_t)l, .mb = (int16_t)m};
-                gp[S + m * n + (n - 1 - l)] = (ao_plan_op_t){.layer = (int16_t)l, .mb = (int16_t)m,
-                                                             .bwd = true};
+                gp[S + m * n + (n - 1 - l)] =
+                    (ao_plan_op_t){.layer = (int16_t)l, .mb = (int16_t)m, .bwd = true};
             }
         ops = gp;
     }
@@ -259,7 +259,7 @@ static bool interleaved(const ao_plan_in_t *in)
 {
     const int n = in->nlayers, M = in->mbs > 1 ? in->mbs : 1;
     if (M == 1) return false;
-    if (!in->ops) return true; // GPipe's
+    if (!in->ops) return true;  // GPipe's
     int waiting = -1, live = 0; // the microbatch with layers alive, and how many
     for (int i = 0; i < 2 * n * M; i++) {
         const ao_plan_op_t *o = &in->ops[i];

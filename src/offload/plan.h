@@ -65,9 +65,9 @@ typedef struct ao_plan_in_s {
     const uint64_t *bytes;   // saved by each layer's forward (all microbatches of a step)
     const uint64_t *fwd_ns;  // GPU time of each layer's forward (all microbatches; 0: not measured)
     const uint64_t *bwd_ns;  // ... and of its backward
-    uint64_t peak_without;  // device bytes at the step's peak without offloading
-    uint64_t budget;        // the limit to keep
-    double d2h, h2d;        // link bandwidth, bytes per ns (0: not measured)
+    uint64_t peak_without;   // device bytes at the step's peak without offloading
+    uint64_t budget;         // the limit to keep
+    double d2h, h2d;         // link bandwidth, bytes per ns (0: not measured)
     // Per layer, the shortest prefetch distance at which a step saw its copy
     // out still running when its reload came (0: never; NULL: none seen). A
     // plan offloads it (or a layer after it) only at shorter distances.

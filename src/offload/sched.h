@@ -64,9 +64,9 @@ typedef struct ao_sched_in_s {
     int nlayers;            // 0 in the first step
     const ao_plan_t *plan;  // auto: the planner's latest choice, NULL before it has one
     uint64_t budget;        // auto
-    int late_from;          // 'all': from this layer on, copies were late for their reloads (-1: none)
-    bool interleaved;       // microbatches interleave: one's layers wait while another runs
-                            // (GPipe, 1F1B; not gradient accumulation)
+    int late_from;    // 'all': from this layer on, copies were late for their reloads (-1: none)
+    bool interleaved; // microbatches interleave: one's layers wait while another runs
+                      // (GPipe, 1F1B; not gradient accumulation)
 } ao_sched_in_t;
 
 // The schedule the options ask for. Never fails: an option that cannot

@@ -238,11 +238,11 @@ Test(plan, a_step_order_is_checked)
     cr_assert(ao_plan_ops_valid(ops, 2 * N * M, N, M));
     cr_assert(!ao_plan_ops_valid(ops, 2 * N * M - 1, N, M), "a backward missing");
     cr_assert(!ao_plan_ops_valid(ops, 2 * N * M, N, M - 1), "a microbatch out of range");
-    ao_plan_op_t t = ops[N];        // microbatch 1's first forward
-    ops[N] = ops[2 * N];            // ... swapped with microbatch 0's first backward: still whole
+    ao_plan_op_t t = ops[N]; // microbatch 1's first forward
+    ops[N] = ops[2 * N];     // ... swapped with microbatch 0's first backward: still whole
     ops[2 * N] = t;
     cr_assert(ao_plan_ops_valid(ops, 2 * N * M, N, M));
-    ops[0] = ops[2 * N * M - 1];    // microbatch 0's layer 0 backward before its forward
+    ops[0] = ops[2 * N * M - 1]; // microbatch 0's layer 0 backward before its forward
     cr_assert(!ao_plan_ops_valid(ops, 2 * N * M, N, M));
 }
 
