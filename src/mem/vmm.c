@@ -103,13 +103,34 @@ static size_t npool, cappool;
 
 static size_t idle_bytes;
 
+// A handle back to the driver. A failed release is tried again (it may have
+// been passing); one that fails twice is kept for exit, which tries again,
+// rather than lost (the fault matrix found a handle left at exit when a
+// trim's release failed once).
+static CUmemGenericAllocationHandle *stuck;
+static size_t nstuck, capstuck;
+
+static void release(CUmemGenericAllocationHandle h)
+{
+    if (ao_real.cuMemRelease(h) == CUDA_SUCCESS || ao_real.cuMemRelease(h) == CUDA_SUCCESS)
+        return;
+    if (nstuck == capstuck) {
+        size_t cap = capstuck ? capstuck * 2 : 16;
+        CUmemGenericAllocationHandle *n = realloc(stuck, cap * sizeof *n);
+        if (!n) return; // the driver frees it with the context
+        stuck = n;
+        capstuck = cap;
+    }
+    stuck[nstuck++] = h;
+}
+
 static void pool_put(size_t size, CUmemGenericAllocationHandle h)
 {
     if (npool == cappool) {
         size_t cap = cappool ? cappool * 2 : 64;
         idle_t *n = realloc(pool, cap * sizeof *n);
         if (!n) {
-            ao_real.cuMemRelease(h); // cannot pool it: give it back now
+            release(h); // cannot pool it: give it back now
             return;
         }
         pool = n;
@@ -165,7 +186,7 @@ size_t ao_phys_trim_to(size_t keep)
     size_t bytes = 0;
     while (npool && idle_bytes > keep) {
         idle_t it = pool_remove(npool - 1);
-        ao_real.cuMemRelease(it.h);
+        release(it.h);
         bytes += it.size;
     }
     return bytes;
@@ -189,7 +210,7 @@ size_t ao_phys_trim_except(size_t *keep, size_t nkeep)
             continue;
         }
         idle_t it = pool_remove(i); // the last moves to i: looked at next
-        ao_real.cuMemRelease(it.h);
+        release(it.h);
         bytes += it.size;
     }
     return bytes;
@@ -215,7 +236,7 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
         size_t best = 0;
         for (size_t i = 1; i < npool; i++)
             if (pool[i].size < pool[best].size) best = i;
-        ao_real.cuMemRelease(pool_remove(best).h);
+        release(pool_remove(best).h);
     }
     if (got < size) {
         CUmemGenericAllocationHandle h;
@@ -278,6 +299,10 @@ CUresult ao_vmm_fini(bool free_range)
         idle_t it = pool_remove(npool - 1);
         CUresult r = ao_real.cuMemRelease(it.h);
         if (r != CUDA_SUCCESS) r = ao_real.cuMemRelease(it.h); // may have been passing
+        if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r;
+    }
+    for (; nstuck; nstuck--) { // releases that failed twice on the way
+        CUresult r = ao_real.cuMemRelease(stuck[nstuck - 1]);
         if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r;
     }
     size_t size = __atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE);

@@ -45,10 +45,15 @@ typedef struct workload_s {
     bool threads;
 } workload_t;
 
-// Offloading on in both workloads ('auto', the default, would keep these
-// small steps on the device, and the cells would test pass-through only).
+// Offloading on in every workload ('auto' with its default budget would
+// keep these small steps on the device, and the cells would test
+// pass-through only). The third is auto's own path: a measuring step, then
+// plans from the order a 1F1B step of 4 microbatches ran in, under a budget
+// of 100 MiB (148 without).
 static const char *const train_env[] = {"AOSHIM_OFFLOAD_LAYERS=all", NULL};
 static const char *const stress_env[] = {"AOSHIM_OFFLOAD_LAYERS=4", NULL};
+static const char *const auto_env[] = {"AOSHIM_BUDGET=100M", NULL};
+#define AUTO_ARGS TRAIN_ARGS " --microbatches 4 --schedule 1f1b"
 
 static void run_as(const workload_t *w, const char *fail, bool preload, e2e_result_t *r)
 {
@@ -143,7 +148,7 @@ static int new_aoshim_lines(const char *err, const char *clean_err)
 // the stress line's verdict.
 static const char *result_of(const workload_t *w, const e2e_result_t *r, char *buf, size_t n)
 {
-    if (!strcmp(w->name, "train_step")) return r->have_line ? r->checksum : "";
+    if (!strcmp(w->prog_var, "TRAIN_STEP")) return r->have_line ? r->checksum : "";
     const char *s = strstr(r->out, "stress ok=");
     snprintf(buf, n, "%.12s", s ? s : "");
     return buf;
@@ -260,6 +265,12 @@ Test(fault_matrix, train_step, .timeout = 900)
     matrix(&w);
 }
 
+Test(fault_matrix, train_step_1f1b_auto, .timeout = 900)
+{
+    workload_t w = {"train_step 1f1b auto", "TRAIN_STEP", AUTO_ARGS, auto_env, false};
+    matrix(&w);
+}
+
 Test(fault_matrix, stress_threads, .timeout = 900)
 {
     workload_t w = {"stress_threads", "AO_STRESS_THREADS", "", stress_env, true};
@@ -300,6 +311,29 @@ Test(fault_matrix, event_calls_fail_for_a_while, .timeout = 120)
     same_as_clean("cuEventQuery:5:50", "aoshim: warning: cuEventQuery failed", 1);
     same_as_clean("cuEventRecord:10:30", "aoshim: warning: recording a CUDA event failed", 1);
     same_as_clean("cuStreamWaitEvent:10:20", "aoshim: warning: cuStreamWaitEvent failed", 1);
+}
+
+// A physical handle whose release fails twice (a trim under auto, mid-run)
+// is kept and released at exit: the same bytes, nothing left behind.
+// (Before: a release that failed once lost the handle: live_handles=1.)
+Test(fault_matrix, a_release_failing_twice_is_kept_for_exit, .timeout = 120)
+{
+    workload_t w = {"train_step 1f1b auto", "TRAIN_STEP", AUTO_ARGS, auto_env, false};
+    e2e_result_t clean, bare, r;
+    run(&w, NULL, &clean);
+    run_as(&w, NULL, false, &bare);
+    run(&w, "cuMemRelease:1:2", &r);
+    const char *why;
+    cr_expect_eq(classify(&w, &r, clean.checksum, &why), SAME, "%s (exit %d)\n%s", why, r.status,
+                 r.err);
+    cr_expect(strstr(r.err, "simgpu: injected cuMemRelease:2"), "no second failure:\n%s", r.err);
+    live_t a, b;
+    cr_assert(live_of(&r, &a) && live_of(&bare, &b));
+    cr_expect_eq(a.handles, b.handles, "handles left at exit: %llu, without aoshim %llu",
+                 (unsigned long long)a.handles, (unsigned long long)b.handles);
+    e2e_free(&clean);
+    e2e_free(&bare);
+    e2e_free(&r);
 }
 
 // Device memory that cannot be had at all (every map, or every set-access,
