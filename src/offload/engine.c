@@ -2122,6 +2122,7 @@ int ao_engine_layer_begin(int layer)
     // (passed through, it would sit in the real allocator's pool while
     // reloads took more: measured, the peak of 4 of 12 offloaded layers rose
     // by 17%). The manual schedule may name any layer.
+    if (!S.name) sched_update(); // a layer before the program's first CUDA call
     s->passthrough = !E.manual && offloads_nothing();
     if (s->passthrough && A.on) s->pt0 = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
     if (s->passthrough && (idle_mapped || ao_phys_idle())) { // the tracked scopes' left over
