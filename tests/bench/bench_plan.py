@@ -81,6 +81,34 @@ def auto_at(model, link, step_limit, lo, hi):
     return best
 
 
+def compare(statics, auto, budget, P0, S0, T):
+    """The static and auto columns of a row, and the verdict: the fastest
+    static count whose peak keeps under the budget against auto."""
+    GiB = 1 << 30
+    fits = [(r["step_ns"], k, r) for k, r in statics.items()
+            if r and r["peak_device_bytes"] <= budget]
+    cols = ""
+    if fits:
+        st, k, r = min(fits)
+        cols += (f"{k:>6} {r['peak_device_bytes'] / GiB:6.2f} "
+                 f"{(P0 - r['peak_device_bytes']) / T:5.1f} {st / S0:5.2f}x | ")
+    else:
+        cols += f"{'none fits':>27} | "
+    if not auto:
+        return cols + f"{'failed':>27} | ", "failed"
+    ap, ast = auto["peak_device_bytes"], auto["step_ns"]
+    k = auto["planned"] if auto["planned"] is not None else "?"
+    cols += f"{k:>4} {ap / GiB:6.2f} {(P0 - ap) / T:5.1f} {ast / S0:5.2f}x | "
+    if ap > budget:
+        verdict = f"over budget by {100 * (ap / budget - 1):.1f}%"
+    elif fits:
+        st = min(fits)[0]
+        verdict = "as good" if ast <= 1.01 * st else f"{ast / st:.2f}x static"
+    else:
+        verdict = "under budget"
+    return cols, verdict
+
+
 def main():
     GiB = 1 << 30
     print(f"{'model':12} {'link':19} {'budget':>7} | {'static':>6} {'peak':>6} {'save':>5} "
@@ -100,31 +128,11 @@ def main():
                    for k in range(1, n)}
             for below in (2, n // 4, n // 2):
                 budget = P0 - below * T
-                fits = [(r["step_ns"], k, r) for k, r in statics.items()
-                        if r and r["peak_device_bytes"] <= budget]
                 auto = run(model, link, True, AOSHIM_OFFLOAD_LAYERS="auto", AOSHIM_BUDGET=budget)
                 te_fits = [(r["step_ns"], k, r) for k, r in tes.items()
                            if r and r["peak_device_bytes"] <= budget]
-                row = f"{model:12} {link:19} {'-' + str(below) + 'T':>7} | "
-                if fits:
-                    st, k, r = min(fits)
-                    row += (f"{k:>6} {r['peak_device_bytes'] / GiB:6.2f} "
-                            f"{(P0 - r['peak_device_bytes']) / T:5.1f} {st / S0:5.2f}x | ")
-                else:
-                    row += f"{'none fits':>27} | "
-                verdict = ""
-                if auto:
-                    ap, ast = auto["peak_device_bytes"], auto["step_ns"]
-                    under = ap <= budget
-                    k = auto["planned"] if auto["planned"] is not None else "?"
-                    row += f"{k:>4} {ap / GiB:6.2f} {(P0 - ap) / T:5.1f} {ast / S0:5.2f}x | "
-                    if fits:
-                        verdict = ("as good" if under and ast <= 1.01 * st else
-                                   "over budget" if not under else f"{ast / st:.2f}x static")
-                    else:
-                        verdict = "under budget" if under else "over budget"
-                else:
-                    row += f"{'failed':>27} | "
+                cols, verdict = compare(statics, auto, budget, P0, S0, T)
+                row = f"{model:12} {link:19} {'-' + str(below) + 'T':>7} | " + cols
                 if te_fits:
                     tst, tk, tr = min(te_fits)
                     row += (f"{tk:>3} {tr['peak_device_bytes'] / GiB:6.2f} {tst / S0:5.2f}x | ")
@@ -145,7 +153,6 @@ def main_mb():
     budgets in T of one microbatch's layer below the need (1F1B holds two
     microbatches at once, GPipe all four). Peaks are the whole run's, the
     measuring step included."""
-    GiB = 1 << 30
     link = "H100 PCIe5 50 GB/s"
     print(f"\n{'model':12} {'schedule':8} {'budget':>7} | {'static':>6} {'peak':>6} {'save':>5} "
           f"{'step':>6} | {'auto':>4} {'peak':>6} {'save':>5} {'step':>6} | verdict")
@@ -158,31 +165,10 @@ def main_mb():
             statics = {k: run(model, link, True, extra, AOSHIM_OFFLOAD_LAYERS=k) for k in range(n)}
             for below in belows:
                 budget = P0 - below * T
-                fits = [(r["step_ns"], k, r) for k, r in statics.items()
-                        if r and r["peak_device_bytes"] <= budget]
                 auto = run(model, link, True, extra, AOSHIM_OFFLOAD_LAYERS="auto",
                            AOSHIM_BUDGET=budget)
-                row = f"{model:12} {sched:8} {'-' + str(below) + 'T':>7} | "
-                if fits:
-                    st, k, r = min(fits)
-                    row += (f"{k:>6} {r['peak_device_bytes'] / GiB:6.2f} "
-                            f"{(P0 - r['peak_device_bytes']) / T:5.1f} {st / S0:5.2f}x | ")
-                else:
-                    row += f"{'none fits':>27} | "
-                verdict = "failed"
-                if auto:
-                    ap, ast = auto["peak_device_bytes"], auto["step_ns"]
-                    under = ap <= budget
-                    k = auto["planned"] if auto["planned"] is not None else "?"
-                    row += f"{k:>4} {ap / GiB:6.2f} {(P0 - ap) / T:5.1f} {ast / S0:5.2f}x | "
-                    if not under:
-                        verdict = f"over budget by {100 * (ap / budget - 1):.1f}%"
-                    elif fits:
-                        verdict = "as good" if ast <= 1.01 * st else f"{ast / st:.2f}x static"
-                    else:
-                        verdict = "under budget"
-                else:
-                    row += f"{'failed':>27} | "
+                cols, verdict = compare(statics, auto, budget, P0, S0, T)
+                row = f"{model:12} {sched:8} {'-' + str(below) + 'T':>7} | " + cols
                 print(row + verdict, flush=True)
 
 
