@@ -7,7 +7,8 @@ usage: callgrind-per-call.py OUT_SHORT OUT_LONG OBJECT EXTRA_CALLS
 The two profiles are of the same program making EXTRA_CALLS more calls in
 the second run; everything else (start-up, set-up) is the same, so the
 difference of OBJECT's instruction counts (summed over its functions) divided
-by EXTRA_CALLS is what OBJECT executes per call. Prints instructions=<n>.
+by EXTRA_CALLS is what OBJECT executes per call (OBJECT also matches its
+versioned file names, libaoshim.so.0.2.0). Prints instructions=<n>.
 """
 import re
 import subprocess
@@ -20,7 +21,8 @@ def total(out, obj):
     n = 0
     for line in text.splitlines():
         m = re.match(r"\s*([\d,]+) \([^)]*\)\s+\S+ \[(.*)\]$", line)
-        if m and m.group(2).endswith(obj):
+        # The object as named, or a versioned file of it (libaoshim.so.0.2.0).
+        if m and re.search(re.escape(obj) + r"(\.\d+)*$", m.group(2)):
             n += int(m.group(1).replace(",", ""))
     return n
 
