@@ -113,19 +113,11 @@ static double live_top(const ao_plan_op_t *ops, int nops, const double *x)
 
 uint64_t ao_plan_live(const ao_plan_in_t *in, const uint64_t *x)
 {
-    const int M = in->mbs > 1 ? in->mbs : 1;
-    uint64_t live = 0, top = 0;
-    if (!in->ops) {
-        for (int l = 0; l < in->nlayers; l++)
-            top += (uint64_t)M * x[l];
-        return top;
-    }
-    for (int i = 0; i < 2 * in->nlayers * M; i++) {
-        const ao_plan_op_t *o = &in->ops[i];
-        live = o->bwd ? live - x[o->layer] : live + x[o->layer];
-        if (live > top) top = live;
-    }
-    return top;
+    const int n = in->nlayers, M = in->mbs > 1 ? in->mbs : 1;
+    double xd[n > 0 ? n : 1], all = 0; // exact: byte counts below 2^53
+    for (int l = 0; l < n; l++)
+        all += xd[l] = (double)x[l];
+    return (uint64_t)(in->ops ? live_top(in->ops, 2 * n * M, xd) : M * all); // GPipe: all at once
 }
 
 void ao_plan_predict(const ao_plan_in_t *in, int k, int d, ao_plan_t *out)
