@@ -18,7 +18,7 @@
 #include "config.h"
 #include "ctllog.h"
 #include "hook/hook.h"
-#include "hook/real.h"
+#include "cuda/real.h"
 #include "log.h"
 #include "offload/engine.h"
 #include "pyboot.h"

@@ -9,9 +9,7 @@
 #include "offload/engine.h"
 #include "stats.h"
 
-AO_TLS int ao_in_hook;
 static ao_ptrmap_t passthrough = AO_PTRMAP_INIT; // pointer -> size
-bool ao_cuda_touched;
 
 bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async)
 {

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "hook.h"
-#include "real.h"
+#include "cuda/real.h"
 
 #if defined(__x86_64__) && defined(__ELF__)
 // Lookups on a real handle: ask the real dlsym, then substitute aoshim's

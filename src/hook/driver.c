@@ -7,7 +7,7 @@
 #include "mem/vmm.h"
 #include "offload/engine.h"
 #include "offload/scan.h"
-#include "real.h"
+#include "cuda/real.h"
 
 // cuda.h renames cuGetProcAddress to its _v2; aoshim defines both ABIs.
 #undef cuGetProcAddress

@@ -8,20 +8,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "cuda/guard.h"
+#include "cuda/real.h"
 #include "log.h"
 
 #define AO_EXPORT __attribute__((visibility("default")))
-
-// Re-entry guard: aoshim's own calls into CUDA, and a runtime calling the
-// driver through entry points aoshim handed out, pass straight through.
-extern AO_TLS int ao_in_hook;
-#define AO_REAL_CALL(expr)                                                                         \
-    ({                                                                                             \
-        ao_in_hook++;                                                                              \
-        __typeof__(expr) r_ = (expr);                                                              \
-        ao_in_hook--;                                                                              \
-        r_;                                                                                        \
-    })
 
 // The real call, then the end of the launch check that preceded it (checked:
 // whether one ran; see offload/scan.h).
@@ -38,10 +29,6 @@ extern AO_TLS int ao_in_hook;
         r_;                                                                                        \
     })
 
-// Set once any CUDA allocation went through aoshim: the exit summary is for
-// processes that used the GPU, not for every process under LD_PRELOAD.
-extern bool ao_cuda_touched;
-
 // True if aoshim made the allocation itself (*out set). stream: the stream
 // of a stream-ordered call, else NULL.
 bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async);
@@ -57,12 +44,6 @@ int ao_hook_free(CUdeviceptr p, CUstream stream, bool async);
 
 // Whether p is the start of a live allocation aoshim passed through.
 bool ao_hook_passthrough(CUdeviceptr p);
-
-// The real dlsym, for aoshim's own lookups on a handle (aoshim's dlsym
-// would hand aoshim its own wrappers).
-void *ao_dlsym_real(void *handle, const char *name);
-void *ao_dlsym_init(void); // the real dlsym's address
-extern void *(*ao_real_dlsym)(void *, const char *);
 
 // Substitute aoshim's wrapper for an entry point returned by the driver's
 // cuGetProcAddress or the runtime's cudaGetDriverEntryPoint, only for the

@@ -3,11 +3,10 @@
 // like a kernel's parameters before the collective is enqueued (a gradient
 // all-reduce may read an activation the schedule has offloaded). The real
 // functions come from the next definition (the program's libnccl) at first
-// use; a program without NCCL never calls these.
-#include <dlfcn.h>
-#include <nccl.h>
+// use (cuda/nccl.h); a program without NCCL never calls these.
 #include <stdint.h>
 
+#include "cuda/nccl.h"
 #include "hook.h"
 #include "mem/vmm.h"
 #include "offload/engine.h"
@@ -49,16 +48,14 @@ static bool check(const void *send, size_t send_bytes, const void *recv, size_t 
 
 static int ranks(ncclComm_t comm)
 {
-    static ncclResult_t (*count)(const ncclComm_t, int *);
-    if (!count) count = (ncclResult_t(*)(const ncclComm_t, int *))dlsym(RTLD_NEXT, "ncclCommCount");
+    __typeof__(&ncclCommCount) count = ao_real_nccl()->ncclCommCount;
     int n = 1;
     if (!count || count(comm, &n) != ncclSuccess || n < 1) n = 1;
     return n;
 }
 
 #define REAL(name)                                                                                 \
-    static __typeof__(&name) real_;                                                                \
-    if (!real_) real_ = (__typeof__(&name))dlsym(RTLD_NEXT, #name);                                \
+    __typeof__(&name) real_ = ao_real_nccl()->name;                                                \
     if (!real_) return ncclSystemError
 
 AO_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,

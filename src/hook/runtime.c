@@ -6,7 +6,7 @@
 #include "hook.h"
 #include "offload/engine.h"
 #include "offload/scan.h"
-#include "real.h"
+#include "cuda/real.h"
 
 // The real function, resolved on first use (the runtime may be loaded after
 // the shim, by a Python extension); NULL if there is no runtime at all.

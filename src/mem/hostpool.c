@@ -5,7 +5,7 @@
 
 #include "config.h"
 #include "extent.h"
-#include "hook/real.h"
+#include "cuda/real.h"
 #include "stats.h"
 
 // Slots never span chunks: a copy whose host side crosses two separate

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "extent.h"
-#include "hook/real.h"
+#include "cuda/real.h"
 #include "log.h"
 #include "stats.h"
 

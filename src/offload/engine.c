@@ -23,8 +23,8 @@
 
 #include "aoshim.h"
 #include "config.h"
-#include "hook/hook.h"
-#include "hook/real.h"
+#include "cuda/guard.h"
+#include "cuda/real.h"
 #include "log.h"
 #include "mem/extent.h"
 #include "mem/hostpool.h"

@@ -6,8 +6,8 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "hook/hook.h"
-#include "hook/real.h"
+#include "cuda/guard.h"
+#include "cuda/real.h"
 #include "log.h"
 
 int ao_capturing;

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// aoshim's driver table (hook/real.c) against the simulated driver, which
+// aoshim's driver table (cuda/real.c) against the simulated driver, which
 // exports both ABIs of the names CUDA 13 changed: every entry must be the
 // ABI aoshim calls, never the newest one the driver has under that name.
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 
-#include "hook/real.h"
+#include "cuda/real.h"
 
 Test(real, driver_entry_points_have_the_abi_aoshim_calls)
 {

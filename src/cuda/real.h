@@ -306,6 +306,13 @@ void ao_real_runtime_init(void);
 // The program's runtime's CUDA version (cudaRuntimeGetVersion: 12090 for
 // CUDA 12.9), asked once; 0 when there is no runtime or it will not say.
 int ao_real_runtime_version(void);
+// The real dlsym, for aoshim's own lookups on a handle (aoshim's dlsym
+// would hand aoshim its own wrappers); it is found with dlvsym, which aoshim
+// does not interpose (real.c says why nothing else may run there).
+void *ao_dlsym_real(void *handle, const char *name);
+void *ao_dlsym_init(void); // the real dlsym's address
+extern void *(*ao_real_dlsym)(void *, const char *);
+
 // Driver functions: dlopen("libcuda.so.1") and cuGetProcAddress, once, on
 // first need. Returns false (and warns once) when no driver can be loaded:
 // aoshim then stays a pass-through.

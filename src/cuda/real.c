@@ -6,10 +6,12 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "hook.h"
+#include "cuda/guard.h"
 #include "log.h"
 
 ao_real_t ao_real;
+AO_TLS int ao_in_hook;
+bool ao_cuda_touched;
 
 // --- dlsym --------------------------------------------------------------------------------
 // The real dlsym (aoshim interposes dlsym, see dlsym.c): resolved with
