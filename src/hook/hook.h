@@ -11,6 +11,7 @@
 #include "cuda/guard.h"
 #include "cuda/real.h"
 #include "log.h"
+#include "offload/fence.h"
 
 #define AO_EXPORT __attribute__((visibility("default")))
 

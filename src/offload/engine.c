@@ -31,7 +31,7 @@
 #include "mem/ptrmap.h"
 #include "mem/vmm.h"
 #include "offload/plan.h"
-#include "offload/scan.h"
+#include "offload/fence.h"
 #include "offload/sched.h"
 #include "report/record.h"
 #include "stats.h"

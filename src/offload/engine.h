@@ -103,6 +103,10 @@ void ao_engine_graph_cloned(CUgraph from, CUgraph clone);
 
 // The stream a reloading chunk is already safe on (see scan.h).
 CUstream ao_engine_safe_stream(const void *chunk);
+// The engine's slow path for one word the fast check did not clear: on
+// return the launch may use it (the chunk is returned for the waiver), or
+// ao_scan_failed is set and the launch must not be issued.
+const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what);
 
 // At exit, after the report: give back what aoshim holds on the device and
 // in pinned host memory, when the driver is still there; never hangs. From

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The safety net: what a launch, copy or set touches, checked against what
-// is offloaded.
+// The safety net's fast path: what a launch, copy or set touches, checked
+// against what is offloaded, with the kernel-layout cache (scan.c) that
+// says where a kernel's pointers are. The marks that keep a release from
+// slipping between a check and its enqueue are the fence's (fence.h).
 //
 // Every pointer-sized, pointer-aligned word of a kernel's parameters is
 // classified: one subtraction and compare rejects words outside aoshim's
@@ -19,6 +21,7 @@
 
 #include "mem/vmm.h"
 #include "offload/engine.h"
+#include "offload/fence.h"
 
 // Where a kernel's pointer-sized words are: parameter index and offset in it
 // (argument-array form), and offset in the packed buffer (extra form).
@@ -34,59 +37,10 @@ typedef struct ao_layout_s {
     ao_word_t w[];
 } ao_layout_t;
 
-// Number of captures in progress (aoshim's capture hooks count them): while
-// any runs, every word in aoshim's range takes the slow path, which pins
-// what captured work touches.
-extern int ao_capturing;
-// A capture began; one ended (successfully or not).
-void ao_capture_began(void);
-void ao_capture_ended(void);
-
 // The layout of a kernel, cached per handle (host stub, CUfunction or
 // CUkernel). NULL when the driver has no parameter info (said once).
 enum ao_fn_kind { AO_FN_HOST, AO_FN_FUNC, AO_FN_KERNEL };
 const ao_layout_t *ao_layout(const void *fn, int kind);
-
-// The engine's slow path for one word the fast check did not clear: on
-// return the launch may use it (the chunk is returned for the waiver), or
-// ao_scan_failed is set and the launch must not be issued.
-const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what);
-
-// --- check, then enqueue, without a window between them ------------------------------
-// A launch checks its pointers, then enqueues; a release must not slip in
-// between (the kernel would find the memory gone). So a checking thread is
-// marked busy from before its check until its launch is enqueued, and the
-// engine, having marked a chunk away, waits for every busy thread before it
-// records the events its release will wait for (ao_scan_quiesce). The slow
-// path takes the engine's lock, so a thread drops its mark around it and
-// checks again after; chunks the engine has made safe for this launch are
-// waived for the re-check.
-#define AO_SCAN_SLOTS 256
-extern int ao_scan_busy[AO_SCAN_SLOTS];
-extern AO_TLS int ao_scan_slot; // 1 + index, 0 until first use
-extern AO_TLS const void *ao_scan_waived[8];
-// Set when the engine could not make something the work touches safe (a
-// reload that found no device memory): the hook then refuses the work with
-// an error instead of letting it touch unmapped memory (hook.h, CHECKED).
-extern AO_TLS bool ao_scan_failed;
-extern AO_TLS int ao_scan_nwaived;
-int ao_scan_slot_init(void);
-
-static inline void ao_scan_begin(void)
-{
-    int i = ao_scan_slot ? ao_scan_slot - 1 : ao_scan_slot_init();
-    __atomic_fetch_add(&ao_scan_busy[i], 1, __ATOMIC_SEQ_CST);
-    ao_scan_nwaived = 0;
-    ao_scan_failed = false;
-}
-
-static inline void ao_scan_end(void)
-{
-    __atomic_fetch_sub(&ao_scan_busy[ao_scan_slot - 1], 1, __ATOMIC_RELEASE);
-}
-
-// The engine: wait until no thread is between its check and its enqueue.
-void ao_scan_quiesce(void);
 
 // Slow path for one word: drop the busy mark, let the engine act, mark again.
 static inline void ao_scan_slow(uint64_t w, CUstream s, const char *what)
@@ -96,13 +50,6 @@ static inline void ao_scan_slow(uint64_t w, CUstream s, const char *what)
     int i = ao_scan_slot - 1;
     __atomic_fetch_add(&ao_scan_busy[i], 1, __ATOMIC_SEQ_CST);
     if (c && ao_scan_nwaived < 8) ao_scan_waived[ao_scan_nwaived++] = c;
-}
-
-static inline bool ao_scan_is_waived(const void *chunk)
-{
-    for (int i = 0; i < ao_scan_nwaived; i++)
-        if (ao_scan_waived[i] == chunk) return true;
-    return false;
 }
 
 // --- the lock-free reads, and why they suffice ------------------------------------------
