@@ -22,6 +22,7 @@
 #include "log.h"
 #include "offload/engine.h"
 #include "pyboot.h"
+#include "report/record.h"
 #include "report/report.h"
 
 #define AO_STR2(x) #x
@@ -100,8 +101,9 @@ __attribute__((constructor)) static void ao_init(void)
     // when the engine is off too, and a child must not write its parent's.
     pthread_atfork(NULL, NULL, at_fork_child);
     ao_engine_off = !ao_config.enable;
+    if (!ao_engine_off) pytorch_allocator();
+    ao_rec_offloading(ao_engine_off, ao_engine_declined);
     if (ao_engine_off) return;
-    pytorch_allocator();
     ao_pyboot_init();
     ao_real_runtime_init();
 }

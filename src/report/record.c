@@ -412,6 +412,14 @@ void ao_rec_step(void)
     pthread_mutex_unlock(&mu);
 }
 
+void ao_rec_offloading(bool off, const char *declined)
+{
+    pthread_mutex_lock(&mu);
+    R.off = off;
+    R.declined = declined;
+    pthread_mutex_unlock(&mu);
+}
+
 void ao_rec_device(const char *name, uint64_t capacity)
 {
     pthread_mutex_lock(&mu);

@@ -38,6 +38,9 @@ int ao_rec_alloc(int layer, uint64_t bytes);
 void ao_rec_site(int site, int64_t resident_delta, uint64_t offloaded);
 // aoshim_step_end.
 void ao_rec_step(void);
+// Whether offloading is on, as start-up decided: off, or declined (why:
+// a string that lives as long as the process), or neither.
+void ao_rec_offloading(bool off, const char *declined);
 // The device, once known (engine start): its name and memory capacity in
 // bytes (0: unknown). The name is copied.
 void ao_rec_device(const char *name, uint64_t capacity);

@@ -85,6 +85,8 @@ typedef struct ao_rec_s {
     char frontend[256]; // who marks the layers (aoshim_set_frontend), "" if no one said
     char plan[256];     // the latest plan (AOSHIM_OFFLOAD_LAYERS=auto), "" if none
     unsigned plans;     // plans made
+    bool off;             // offloading off (AOSHIM_ENABLE=0)
+    const char *declined; // offloading declined: why (a static string), NULL if not
     uint64_t device_capacity;
     ao_rec_layer_t layer[AO_MAX_LAYERS + 1]; // [0]: memory of no layer (layer -1)
     int max_layer;                           // highest layer seen, -1 if none

@@ -15,7 +15,6 @@
 #include "aoshim.h"
 #include "config.h"
 #include "emitter.h"
-#include "offload/engine.h"
 #include "report.h"
 #include "stats.h"
 
@@ -120,10 +119,10 @@ static void emit_summary(ao_emitter_t *e)
         ao_emit_val(e, ", PYTORCH_NO_CUDA_MEMORY_CACHING=", "pytorch_no_cuda_memory_caching",
                     AO_STR(nocache));
     ao_emit_val(e, "; ", "offloading",
-                AO_STR(ao_engine_off        ? "off"
-                       : ao_engine_declined ? "declined"
-                                            : "on"));
-    if (ao_engine_declined) ao_emit_json(e, "declined_because", AO_STR(ao_engine_declined));
+                AO_STR(R.off        ? "off"
+                       : R.declined ? "declined"
+                                    : "on"));
+    if (R.declined) ao_emit_json(e, "declined_because", AO_STR(R.declined));
     ao_emit_obj_end(e);
     ao_emit_row_end(e);
     // A GPU run that never declared a layer offloads nothing, and "saved 0 B"
