@@ -1,249 +1,16 @@
 // SPDX-License-Identifier: MIT
-// The offload engine. See engine.h for the model; the data:
-//
-//   scope (layer, microbatch) --< chunk (one VA range, mapped as a unit)
-//                                    --< buffer (a program allocation)
-//
-// A chunk moves as a unit: it is resident, being copied out, offloaded
-// (unmapped), or being copied back. Buffers are sub-allocated in their
-// scope's chunks, so a layer costs one map, one set-access and one unmap per
-// offload/reload cycle however many tensors it saves. From the second step
-// on, each layer's chunk is sized from what the same layer saved in the last
-// step, and allocations that were freed inside their layer (temporaries)
-// pass straight through to the real allocator, which reuses them best.
-#include "engine.h"
-
-#include <pthread.h>
-#include <stddef.h>
+// The offload engine: start-up, the offload and reload state machine, and
+// the control calls. See engine.h for the interface and internal.h for the
+// model; the other parts of offload/ hold the rest (docs/design.md).
 #include <sys/mman.h>
 #include <unistd.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "aoshim.h"
-#include "config.h"
-#include "cuda/guard.h"
-#include "cuda/real.h"
-#include "log.h"
-#include "mem/extent.h"
-#include "mem/hostpool.h"
-#include "mem/ptrmap.h"
-#include "mem/vmm.h"
-#include "offload/plan.h"
-#include "offload/fence.h"
-#include "offload/sched.h"
-#include "report/record.h"
-#include "stats.h"
+#include "offload/internal.h"
 
-#define AO_MAX_MB          1024 // microbatch ids 0..1023
-#define AO_MAX_STREAMS     64   // streams a cudaFree must wait for
-#define AO_MAX_FREE_EVENTS (AO_MAX_STREAMS + 2)
-#define AO_ALIGN           512ull // sub-allocation alignment (cudaMalloc guarantees 256)
-#define AO_EVENT_CACHE     256
-#define AO_MAX_TIMED       256 // GPU intervals waiting to be read; past that, not timed
-
-typedef struct ao_scope_s ao_scope_t;
-typedef struct ao_chunk_s ao_chunk_t;
-
-typedef struct ao_buffer_s {
-    CUdeviceptr addr;
-    size_t size;  // as requested
-    size_t rsize; // rounded to AO_ALIGN: what it occupies in its chunk
-    ao_chunk_t *chunk;
-    void *host;   // pinned slot while a host copy exists
-    unsigned seq; // allocation number within its scope
-    int site;     // the report's call site, -1 if none
-    bool kept, freed;
-    struct ao_buffer_s *next;
-} ao_buffer_t;
-
-struct ao_chunk_s {
-    CUdeviceptr base;
-    size_t size;
-    ao_phys_t phys;
-    bool mapped;
-    ao_state_t state;
-    ao_scope_t *scope;
-    ao_buffer_t *buffers;
-    unsigned nlive;    // buffers not freed
-    bool retiring;     // every buffer freed: released when its events complete
-    ao_extents_t free; // unused space inside the chunk
-    // The one stream a launch may use this chunk on without the engine: while
-    // being copied out, before its release point, the layer's own stream;
-    // while reloading, the stream already made to wait for the reload.
-    CUstream safe_stream;
-    // Captured work that a graph may replay touches it: while any pin lasts,
-    // it stays on the device (a replay cannot wait for a reload). One per
-    // pin set (graph pins below) naming it with this generation.
-    unsigned graph_pins;
-    unsigned gen;  // bumped at each recycle: a pin of an earlier life is stale
-    bool reloaded; // came back this step: another stream must wait for that once
-    // Brought back ahead of its backward (prefetch) and untouched since: its
-    // host copy is kept, so the memory can be taken back when the program
-    // runs out (ao_engine_trim) and the layer reloaded at its backward.
-    bool prefetched;
-    bool prepared;   // host slots taken, copies about to be queued
-    bool stays;      // the part of a layer the schedule keeps on the device
-    bool split;      // a chunk of a layer offloaded in part (stays or not): sizes the pool lacks
-    CUevent ev_copy; // after the copies of a cancelled offload, still reading it
-    // Frees that the scope's own stream does not order (another stream's
-    // cudaFreeAsync, a cudaFree): their events, which any release waits for.
-    int nfree_ev;
-    CUevent free_ev[AO_MAX_FREE_EVENTS];
-    CUstream free_ev_stream[AO_MAX_FREE_EVENTS];
-    struct ao_chunk_s *next;
-};
-
-// What the same layer did in the last step: per allocation, its size and
-// whether it was a temporary (freed inside the layer) or kept.
-// LEARN_GONE: tracked, but freed after its layer ended and before its copy
-// out started (a later layer consumed it): offloading it saves nothing.
-enum { LEARN_TEMP = 1, LEARN_KEPT = 2, LEARN_GONE = 4 };
-typedef struct ao_learn_s {
-    unsigned n;
-    uint64_t saved; // bytes (rounded) alive at layer_end in tracked chunks
-    uint64_t *size;
-    uint8_t *flags;
-} ao_learn_t;
-
-struct ao_scope_s {
-    int layer, mb;
-    bool recompute, ended, release_recorded;
-    bool offload_pending; // ended forward layer: copied out at its release point
-    bool release_passed;  // ...which has passed, but the copy waits for the next layer_begin
-                          // (or, in the manual schedule, for aoshim_offload_layer)
-    bool skipped;         // its release point passed while the schedule did not select it
-    bool wanted;          // manual schedule: aoshim_offload_layer asked for this layer
-    bool passthrough;     // a layer the policy does not offload: nothing of it is tracked
-    ao_state_t state;
-    CUstream stream;  // the compute stream at layer_begin
-    pthread_t thread; // the thread that began the layer
-    ao_chunk_t *chunks;
-    CUevent ev_copied;      // offload stream, after the copies
-    CUevent ev_release;     // compute stream, end of the next layer: the copies start there
-    CUevent ev_reloaded;    // reload stream, after the copies
-    CUevent ev_fwd0;        // timing, at layer_begin (A.timing)
-    ao_learn_t rec;         // this scope's allocations, learned at layer_end
-    const ao_learn_t *plan; // last step's record of this layer, if any
-    // A layer offloaded in part (the schedule's part): per allocation of the
-    // plan, 1 if it stays; and the bytes planned for each kind of chunk.
-    uint8_t *stays;
-    uint64_t part_goes, part_stays;
-    uint64_t pt0;           // passthrough: the real allocator's bytes at layer_begin (auto)
-    struct ao_scope_s *next;
-};
-
-// Memory released when its events complete: a chunk whose buffers are all
-// freed, or a host slot.
-typedef struct ao_deferred_s {
-    ao_chunk_t *chunk; // NULL: only the host slot below
-    void *host;
-    size_t host_size;
-    int nev;
-    CUevent ev[AO_MAX_FREE_EVENTS];
-    struct ao_deferred_s *next;
-} ao_deferred_t;
-
-typedef enum { PHASE_FORWARD, PHASE_BACKWARD } ao_phase_t;
-
-// A GPU interval between two timing events, read once both are complete.
-typedef struct ao_timed_s {
-    CUevent ev0, ev1;
-    uint8_t kind; // enum ao_rec_kind, or the engine's own TIMED_* below
-    int layer, mb;
-    uint64_t bytes;
-} ao_timed_t;
-
-static struct {
-    pthread_mutex_t mu;
-    bool ready, failed;
-    CUcontext ctx;
-    CUstream d2h, h2d;  // one stream per copy direction: both copy engines work
-    ao_scope_t *scopes; // newest first
-    ao_scope_t *open;   // the forward scope allocations go to
-    ao_deferred_t *deferred;
-    CUevent sync_events[AO_EVENT_CACHE], timing_events[AO_EVENT_CACHE];
-    int nsync_events, ntiming_events;
-    CUstream streams[AO_MAX_STREAMS];
-    int nstreams;
-    CUevent t0;                     // the reference for GPU times in the report
-    CUevent last_reload;            // re-recorded after every batch of copies back
-    ao_timed_t timed[AO_MAX_TIMED]; // GPU intervals (copies, waits) not yet read
-    int ntimed;
-    int mb;
-    // The manual schedule (aoshim_set_schedule): only the layers the program
-    // names are copied out, and nothing comes back before it asks, except
-    // what a kernel needs now.
-    bool manual;
-    int nlayers;    // layers in a forward pass, known once a backward began
-    unsigned steps; // step_end calls
-    int max_fwd_layer;
-    uint64_t max_saved; // the most a layer's forward saved (the measuring step's margin)
-    ao_phase_t phase[AO_MAX_MB];
-    int bwd_open[AO_MAX_MB]; // layer + 1 of the open backward, 0 if none
-    int live[AO_MAX_MB];     // forwards begun this step less backwards begun
-    // Per microbatch, one bit per layer whose forward began this step
-    // (allocated at the microbatch's first layer). Scopes cannot answer
-    // "did layer L run forward": one that tracked nothing is gone at the
-    // next boundary, and any layer may track nothing.
-    uint64_t *fwd_ran[AO_MAX_MB];
-    ao_learn_t learned[AO_MAX_LAYERS];
-    CUevent bwd0[AO_MAX_MB]; // timing, at backward_begin (auto)
-} E = {.mu = PTHREAD_MUTEX_INITIALIZER, .max_fwd_layer = -1};
-
-static ao_ptrmap_t buffers = AO_PTRMAP_INIT; // address -> ao_buffer_t *
-
-// AOSHIM_OFFLOAD_LAYERS=auto: what the steps measured, and the plan made
-// from them (offload/plan.h). Under the engine's lock.
-// Engine-only kinds of E.timed, beside AO_REC_*. TIMED_IDLE: the compute
-// stream idled inside a forward layer while the host waited in chunk_map; it
-// is taken off that layer's TIMED_FWD interval when that one is read.
-enum { TIMED_FWD = 16, TIMED_BWD, TIMED_IDLE };
-static struct {
-    bool on, planned;
-    uint64_t budget;
-    uint64_t bytes[AO_MAX_LAYERS], cur[AO_MAX_LAYERS]; // saved per layer: last step, this one
-    uint64_t tracked[AO_MAX_LAYERS / 64]; // layers tracked this step (the others kept their bytes)
-    uint64_t fwd_ns[AO_MAX_LAYERS], bwd_ns[AO_MAX_LAYERS]; // the latest measured
-    uint64_t d2h_bytes, d2h_ns, h2d_bytes, h2d_ns;         // the link, as the copies went
-    int mbs, max_mb;                                       // microbatches in a step
-    // The order of a step's layers (plan.h): the one being recorded, and the
-    // last step's if it was a whole one (nops 0: none, GPipe's assumed).
-    ao_plan_op_t *rec_ops, *ops;
-    int rec_nops, rec_cap, nops, ops_cap;
-    bool rec_over;
-    bool interleaved; // a microbatch was left with layers alive for another (not accumulation)
-    unsigned plans;
-    const char *why;      // what made the next plan necessary, NULL: the step
-    const char *said_why; // ... and the current plan's, kept in its report row
-    ao_plan_t plan;
-    // What a scope of each layer is expected to save this step (one
-    // microbatch's): last step's, or scaled when the shapes changed
-    // (plan_reshape), which happened this step if reshaped.
-    uint64_t want[AO_MAX_LAYERS];
-    uint64_t passed[AO_MAX_LAYERS]; // ... and gained by the real allocator, passed through
-    uint64_t peak_without;          // the last measured step's
-    uint64_t fwd_est[AO_MAX_LAYERS], bwd_est[AO_MAX_LAYERS]; // times, not measured since
-    bool reshaped;
-    char shape_why[128];
-    // A layer's copy out was still running when its scheduled reload came
-    // (the reload cancelled it), see copy_too_late: per layer, the prefetch
-    // distance of the plan then; under 'all', late_from on is not offloaded.
-    uint8_t late_d[AO_MAX_LAYERS];
-    bool late;
-    int late_from;
-    char late_why[96];
-    // Layers' forward and backward GPU time is measured for the planner and
-    // for the report's compute lane (AOSHIM_REPORT_HTML, AOSHIM_TRACE): two
-    // events per layer and pass, never otherwise.
-    bool timing;
-} A;
-
-// The schedule the engine carries out (offload/sched.h): which layers, and
-// when their copies start, their memory goes and they come back. Remade
-// when what it depends on changes: the layer count, the plan, the budget.
-static ao_sched_t S;
+ao_engine_t ao_eng = {.mu = PTHREAD_MUTEX_INITIALIZER, .max_fwd_layer = -1};
+ao_ptrmap_t ao_buffers = AO_PTRMAP_INIT;
+ao_auto_t ao_auto;
+ao_sched_t ao_sched_now;
 static void sched_update(void);
 
 bool ao_engine_off;
@@ -252,22 +19,15 @@ AO_TLS CUstream ao_tls_stream;
 AO_TLS bool ao_tls_stream_set;
 AO_TLS bool ao_tls_stream_explicit; // set by aoshim_set_stream: launches do not change it
 AO_TLS CUstream ao_tls_noted;
-void *ao_engine_open_scope; // E.open, for the lock-free check
-
-#define WARN_ONCE(...)                                                                             \
-    do {                                                                                           \
-        static int once_;                                                                          \
-        ao_warn_once(&once_, __VA_ARGS__);                                                         \
-    } while (0)
-
+void *ao_engine_open_scope; // ao_eng.open, for the lock-free check
 // --- events ---------------------------------------------------------------------------
 static CUevent event_get(bool timing)
 {
     // Before the engine is up (boundaries in a process that has not used
     // CUDA yet) there is nothing to order, and no driver to ask.
-    if (!E.ready) return NULL;
-    if (timing && E.ntiming_events) return E.timing_events[--E.ntiming_events];
-    if (!timing && E.nsync_events) return E.sync_events[--E.nsync_events];
+    if (!ao_eng.ready) return NULL;
+    if (timing && ao_eng.ntiming_events) return ao_eng.timing_events[--ao_eng.ntiming_events];
+    if (!timing && ao_eng.nsync_events) return ao_eng.sync_events[--ao_eng.nsync_events];
     CUevent e = NULL;
     if (ao_real.cuEventCreate(&e, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING) !=
         CUDA_SUCCESS)
@@ -278,8 +38,8 @@ static CUevent event_get(bool timing)
 static void event_put(CUevent e, bool timing)
 {
     if (!e) return;
-    int *n = timing ? &E.ntiming_events : &E.nsync_events;
-    CUevent *v = timing ? E.timing_events : E.sync_events;
+    int *n = timing ? &ao_eng.ntiming_events : &ao_eng.nsync_events;
+    CUevent *v = timing ? ao_eng.timing_events : ao_eng.sync_events;
     if (*n < AO_EVENT_CACHE)
         v[(*n)++] = e;
     else
@@ -352,14 +112,14 @@ static uint64_t elapsed_ns(CUevent a, CUevent b)
 // Time [ev0, ev1] on the GPU once both have completed (timing events).
 static void timed_add(CUevent ev0, CUevent ev1, int kind, int layer, int mb, uint64_t bytes)
 {
-    if (ev0 && ev1 && E.ntimed < AO_MAX_TIMED) {
-        E.timed[E.ntimed].ev0 = ev0;
-        E.timed[E.ntimed].ev1 = ev1;
-        E.timed[E.ntimed].kind = (uint8_t)kind;
-        E.timed[E.ntimed].layer = layer;
-        E.timed[E.ntimed].mb = mb;
-        E.timed[E.ntimed].bytes = bytes;
-        E.ntimed++;
+    if (ev0 && ev1 && ao_eng.ntimed < AO_MAX_TIMED) {
+        ao_eng.timed[ao_eng.ntimed].ev0 = ev0;
+        ao_eng.timed[ao_eng.ntimed].ev1 = ev1;
+        ao_eng.timed[ao_eng.ntimed].kind = (uint8_t)kind;
+        ao_eng.timed[ao_eng.ntimed].layer = layer;
+        ao_eng.timed[ao_eng.ntimed].mb = mb;
+        ao_eng.timed[ao_eng.ntimed].bytes = bytes;
+        ao_eng.ntimed++;
         return;
     }
     event_put(ev0, true);
@@ -374,10 +134,10 @@ static CUstream current_stream(void)
 
 static void note_stream_locked(CUstream s)
 {
-    for (int i = 0; i < E.nstreams; i++)
-        if (E.streams[i] == s) return;
-    if (E.nstreams < AO_MAX_STREAMS)
-        E.streams[E.nstreams++] = s;
+    for (int i = 0; i < ao_eng.nstreams; i++)
+        if (ao_eng.streams[i] == s) return;
+    if (ao_eng.nstreams < AO_MAX_STREAMS)
+        ao_eng.streams[ao_eng.nstreams++] = s;
     else
         WARN_ONCE("more than %d streams in use: a cudaFree of a tracked buffer waits for the first "
                   "%d only",
@@ -416,19 +176,19 @@ void ao_engine_note_stream_slow(CUstream s)
     if (!ao_tls_stream_explicit || !ao_tls_stream_set) ao_tls_stream = s;
     ao_tls_noted = s;
     ao_tls_stream_set = true;
-    pthread_mutex_lock(&E.mu);
+    pthread_mutex_lock(&ao_eng.mu);
     note_stream_locked(s);
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
 }
 
 void ao_engine_forget_stream(CUstream s)
 {
     if (ao_tls_stream_set && ao_tls_stream == s) ao_tls_stream_set = ao_tls_stream_explicit = false;
     if (ao_tls_noted == s) ao_tls_noted = NULL;
-    pthread_mutex_lock(&E.mu);
-    for (int i = 0; i < E.nstreams; i++)
-        if (E.streams[i] == s) E.streams[i] = E.streams[--E.nstreams];
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_lock(&ao_eng.mu);
+    for (int i = 0; i < ao_eng.nstreams; i++)
+        if (ao_eng.streams[i] == s) ao_eng.streams[i] = ao_eng.streams[--ao_eng.nstreams];
+    pthread_mutex_unlock(&ao_eng.mu);
 }
 
 // --- start-up ---------------------------------------------------------------------------
@@ -440,11 +200,11 @@ static void plan_budget(void);
 static bool ensure_ready(void)
 {
     CUcontext c = NULL;
-    if (E.ready) {
-        if (ao_real.cuCtxGetCurrent(&c) == CUDA_SUCCESS && !c) ao_real.cuCtxSetCurrent(E.ctx);
+    if (ao_eng.ready) {
+        if (ao_real.cuCtxGetCurrent(&c) == CUDA_SUCCESS && !c) ao_real.cuCtxSetCurrent(ao_eng.ctx);
         return true;
     }
-    if (E.failed || !ao_real_driver()) return E.failed = true, false;
+    if (ao_eng.failed || !ao_real_driver()) return ao_eng.failed = true, false;
     CUresult r = ao_real.cuInit(0);
     if (r == CUDA_SUCCESS) r = ao_real.cuCtxGetCurrent(&c);
     if (r == CUDA_SUCCESS && !c) {
@@ -452,27 +212,27 @@ static bool ensure_ready(void)
         if (r == CUDA_SUCCESS) r = ao_real.cuCtxSetCurrent(c);
     }
     if (r == CUDA_SUCCESS) r = ao_vmm_init();
-    if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&E.d2h, CU_STREAM_NON_BLOCKING);
-    if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&E.h2d, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&ao_eng.d2h, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&ao_eng.h2d, CU_STREAM_NON_BLOCKING);
     if (r != CUDA_SUCCESS) {
         ao_log(AO_LOG_WARN,
                "cannot set up device memory management (CUDA error %d): offloading disabled",
                (int)r);
-        return E.failed = true, false;
+        return ao_eng.failed = true, false;
     }
-    E.ctx = c;
-    E.ready = true;
-    E.t0 = record(E.d2h, true);
-    E.last_reload = event_get(false);
+    ao_eng.ctx = c;
+    ao_eng.ready = true;
+    ao_eng.t0 = record(ao_eng.d2h, true);
+    ao_eng.last_reload = event_get(false);
     char name[256] = "";
     size_t total = 0;
     ao_real.cuDeviceGetName(name, sizeof name, ao_vmm.device);
     ao_real.cuDeviceTotalMem_v2(&total, ao_vmm.device);
     ao_rec_device(name, total);
     note_stream_locked(CU_STREAM_LEGACY);
-    A.on = ao_config.offload_layers.kind == AO_LAYERS_AUTO;
-    A.timing = A.on || ao_config.report_html || ao_config.trace;
-    if (A.on) plan_budget();
+    ao_auto.on = ao_config.offload_layers.kind == AO_LAYERS_AUTO;
+    ao_auto.timing = ao_auto.on || ao_config.report_html || ao_config.trace;
+    if (ao_auto.on) plan_budget();
     sched_update();
     return true;
 }
@@ -649,7 +409,7 @@ static CUresult chunk_map(ao_chunk_t *c)
     // exposed time the step had. Timed, and taken off the layer's time.
     ao_scope_t *s = c->scope;
     CUevent idle0 = NULL;
-    if (ao_phys_idle() < c->size && s == E.open && s->ev_fwd0) idle0 = record(s->stream, true);
+    if (ao_phys_idle() < c->size && s == ao_eng.open && s->ev_fwd0) idle0 = record(s->stream, true);
     while (ao_phys_idle() < c->size &&
            (idle_unmap_for(c->size - ao_phys_idle(), c->size) || wait_one_release())) {
     }
@@ -753,7 +513,7 @@ static bool chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
     // offloads nothing (known mid-way through the first step) the layers go
     // to the real allocator, which gets the memory back at once instead
     // (held, a 1F1B step of 4 microbatches peaked 71% over its need).
-    bool none = !E.manual && offloads_nothing();
+    bool none = !ao_eng.manual && offloads_nothing();
     if (!ao_config.check && c->mapped && ev && !none && idle_keep(c, ev, nev)) {
         took = true;
         c->mapped = false; // the mapping is the cache's now
@@ -789,8 +549,8 @@ static bool free_events_done(const ao_chunk_t *c)
 
 static void defer(ao_deferred_t *d)
 {
-    d->next = E.deferred;
-    E.deferred = d;
+    d->next = ao_eng.deferred;
+    ao_eng.deferred = d;
 }
 
 // The last buffer of a chunk was freed. Its release waits for: the scope's
@@ -809,18 +569,18 @@ static void chunk_retire(ao_chunk_t *c)
     if (!d) {
         // No memory to defer: wait for the whole device. Rare enough that
         // blocking this one caller is the honest fallback.
-        for (int i = 0; i < E.nstreams; i++) {
-            CUevent e = record(E.streams[i], false);
+        for (int i = 0; i < ao_eng.nstreams; i++) {
+            CUevent e = record(ao_eng.streams[i], false);
             if (e) ao_real.cuEventSynchronize(e), event_put(e, false);
         }
-        ao_real.cuStreamSynchronize(E.d2h);
-        ao_real.cuStreamSynchronize(E.h2d);
+        ao_real.cuStreamSynchronize(ao_eng.d2h);
+        ao_real.cuStreamSynchronize(ao_eng.h2d);
         chunk_release(c, NULL, 0);
         return;
     }
     d->chunk = c;
     d->ev[d->nev++] = record(c->scope->stream, false);
-    if (copying) d->ev[d->nev++] = record(c->state == AO_RELOADING ? E.h2d : E.d2h, false);
+    if (copying) d->ev[d->nev++] = record(c->state == AO_RELOADING ? ao_eng.h2d : ao_eng.d2h, false);
     defer(d);
 }
 
@@ -850,7 +610,7 @@ static bool learn_push(ao_learn_t *l, uint64_t size, uint8_t flags)
 
 static void scope_destroy(ao_scope_t *s)
 {
-    for (ao_scope_t **pp = &E.scopes; *pp; pp = &(*pp)->next)
+    for (ao_scope_t **pp = &ao_eng.scopes; *pp; pp = &(*pp)->next)
         if (*pp == s) {
             *pp = s->next;
             break;
@@ -866,7 +626,7 @@ static void scope_destroy(ao_scope_t *s)
 
 static ao_scope_t *scope_find(int layer, int mb)
 {
-    for (ao_scope_t *s = E.scopes; s; s = s->next)
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
         if (s->layer == layer && s->mb == mb && !s->recompute) return s;
     return NULL;
 }
@@ -878,17 +638,17 @@ static ao_scope_t *scope_find(int layer, int mb)
 static uint64_t fwd_idle_ns(int layer, int mb, uint64_t a, uint64_t b)
 {
     uint64_t idle = 0;
-    for (int j = 0; j < E.ntimed;) {
-        if (E.timed[j].kind != TIMED_IDLE || E.timed[j].layer != layer || E.timed[j].mb != mb ||
-            !done(E.timed[j].ev1)) {
+    for (int j = 0; j < ao_eng.ntimed;) {
+        if (ao_eng.timed[j].kind != TIMED_IDLE || ao_eng.timed[j].layer != layer || ao_eng.timed[j].mb != mb ||
+            !done(ao_eng.timed[j].ev1)) {
             j++;
             continue;
         }
-        uint64_t ia = elapsed_ns(E.t0, E.timed[j].ev0), ib = elapsed_ns(E.t0, E.timed[j].ev1);
+        uint64_t ia = elapsed_ns(ao_eng.t0, ao_eng.timed[j].ev0), ib = elapsed_ns(ao_eng.t0, ao_eng.timed[j].ev1);
         if (ia >= a && ib <= b && ib > ia) idle += ib - ia;
-        event_put(E.timed[j].ev0, true);
-        event_put(E.timed[j].ev1, true);
-        E.timed[j] = E.timed[--E.ntimed];
+        event_put(ao_eng.timed[j].ev0, true);
+        event_put(ao_eng.timed[j].ev1, true);
+        ao_eng.timed[j] = ao_eng.timed[--ao_eng.ntimed];
     }
     return idle < b - a ? idle : 0;
 }
@@ -900,33 +660,33 @@ static void timed_read(void)
     static const ao_stat_t stat_of[] = {[AO_REC_D2H] = AO_STAT_D2H_COPY_NS,
                                         [AO_REC_H2D] = AO_STAT_H2D_COPY_NS,
                                         [AO_REC_WAIT] = AO_STAT_RELOAD_WAIT_NS};
-    for (int i = 0; i < E.ntimed;) {
+    for (int i = 0; i < ao_eng.ntimed;) {
         // An idle interval is read with its layer's (below): it completes first.
-        if (E.timed[i].kind == TIMED_IDLE || !done(E.timed[i].ev1)) {
+        if (ao_eng.timed[i].kind == TIMED_IDLE || !done(ao_eng.timed[i].ev1)) {
             i++;
             continue;
         }
         // Taken out before it is read: reading a layer's interval takes its
         // idle intervals out too, which moves entries.
-        ao_timed_t t = E.timed[i];
-        E.timed[i] = E.timed[--E.ntimed];
-        uint64_t a = elapsed_ns(E.t0, t.ev0), b = elapsed_ns(E.t0, t.ev1);
+        ao_timed_t t = ao_eng.timed[i];
+        ao_eng.timed[i] = ao_eng.timed[--ao_eng.ntimed];
+        uint64_t a = elapsed_ns(ao_eng.t0, t.ev0), b = elapsed_ns(ao_eng.t0, t.ev1);
         int kind = t.kind, layer = t.layer;
         // A layer's time is the least measured, less the stream's idle time
         // that chunk_map timed inside it: the GPU idling while the host
         // waited is not the layer's compute.
         if (kind == TIMED_FWD) {
             uint64_t f = b - a - fwd_idle_ns(layer, t.mb, a, b);
-            if (!A.fwd_ns[layer] || f < A.fwd_ns[layer]) A.fwd_ns[layer] = f;
+            if (!ao_auto.fwd_ns[layer] || f < ao_auto.fwd_ns[layer]) ao_auto.fwd_ns[layer] = f;
             ao_rec_interval(AO_REC_FWD, layer, t.mb, 0, a, b);
         } else if (kind == TIMED_BWD) {
-            if (!A.bwd_ns[layer] || b - a < A.bwd_ns[layer]) A.bwd_ns[layer] = b - a;
+            if (!ao_auto.bwd_ns[layer] || b - a < ao_auto.bwd_ns[layer]) ao_auto.bwd_ns[layer] = b - a;
             ao_rec_interval(AO_REC_BWD, layer, t.mb, 0, a, b);
         } else {
             ao_stat_add(stat_of[kind], (int64_t)(b - a));
             ao_rec_interval(kind, layer, t.mb, t.bytes, a, b);
-            if (kind == AO_REC_D2H) A.d2h_bytes += t.bytes, A.d2h_ns += b - a;
-            if (kind == AO_REC_H2D) A.h2d_bytes += t.bytes, A.h2d_ns += b - a;
+            if (kind == AO_REC_D2H) ao_auto.d2h_bytes += t.bytes, ao_auto.d2h_ns += b - a;
+            if (kind == AO_REC_H2D) ao_auto.h2d_bytes += t.bytes, ao_auto.h2d_ns += b - a;
         }
         event_put(t.ev0, true);
         event_put(t.ev1, true);
@@ -935,7 +695,7 @@ static void timed_read(void)
 
 static void poll_locked(void)
 {
-    for (ao_deferred_t **pp = &E.deferred; *pp;) {
+    for (ao_deferred_t **pp = &ao_eng.deferred; *pp;) {
         ao_deferred_t *d = *pp;
         bool all = !d->chunk || free_events_done(d->chunk);
         for (int i = 0; i < d->nev && all; i++)
@@ -955,8 +715,8 @@ static void poll_locked(void)
     // and when half the slots are taken: each read asks the driver about
     // every interval still pending, and at every boundary that was 1500
     // event queries per GPT-2-small step, on the host's critical path.
-    if (E.ntimed > AO_MAX_TIMED / 2) timed_read();
-    for (ao_scope_t *s = E.scopes, *next; s; s = next) {
+    if (ao_eng.ntimed > AO_MAX_TIMED / 2) timed_read();
+    for (ao_scope_t *s = ao_eng.scopes, *next; s; s = next) {
         next = s->next;
         if (s->state == AO_OFFLOADING && s->release_recorded && done(s->ev_copied) &&
             done(s->ev_release)) {
@@ -988,7 +748,7 @@ static void poll_locked(void)
                 chunk_set(c, AO_RESIDENT);
             }
         }
-        if (!s->chunks && s->ended && s != E.open &&
+        if (!s->chunks && s->ended && s != ao_eng.open &&
             (s->state == AO_RESIDENT || s->state == AO_OFFLOADED))
             scope_destroy(s);
     }
@@ -998,10 +758,10 @@ static void poll_locked(void)
 static bool wait_one_release(void)
 {
     ao_scope_t *scope = NULL;
-    for (ao_scope_t *s = E.scopes; s; s = s->next) // newest first: the last match is oldest
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next) // newest first: the last match is oldest
         if (s->state == AO_OFFLOADING && s->release_recorded) scope = s;
     ao_deferred_t *oldest = NULL;
-    for (ao_deferred_t *d = E.deferred; d; d = d->next)
+    for (ao_deferred_t *d = ao_eng.deferred; d; d = d->next)
         if (d->chunk && d->chunk->mapped) oldest = d;
     if (scope) {
         ao_real.cuEventSynchronize(scope->ev_copied);
@@ -1021,13 +781,13 @@ static bool wait_one_release(void)
 // Wait for every release under way: only when device memory has run out.
 static void drain_locked(void)
 {
-    for (ao_deferred_t *d = E.deferred; d; d = d->next) {
+    for (ao_deferred_t *d = ao_eng.deferred; d; d = d->next) {
         for (int i = 0; i < d->nev; i++)
             if (d->ev[i]) ao_real.cuEventSynchronize(d->ev[i]);
         for (int i = 0; d->chunk && i < d->chunk->nfree_ev; i++)
             ao_real.cuEventSynchronize(d->chunk->free_ev[i]);
     }
-    for (ao_scope_t *s = E.scopes; s; s = s->next)
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
         if (s->state == AO_OFFLOADING && s->release_recorded) {
             ao_real.cuEventSynchronize(s->ev_copied);
             ao_real.cuEventSynchronize(s->ev_release);
@@ -1061,8 +821,8 @@ static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize, bool stays)
 CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
 {
     CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-    pthread_mutex_lock(&E.mu);
-    ao_scope_t *s = E.open;
+    pthread_mutex_lock(&ao_eng.mu);
+    ao_scope_t *s = ao_eng.open;
     if (!s || s->passthrough || !ensure_ready()) goto out;
     // The layer's allocations are those its thread makes, or any made on its
     // stream. Another thread's buffers on other streams (a data loader, a
@@ -1113,7 +873,7 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
     b->rsize = rsize;
     b->seq = seq;
     learn_push(&s->rec, size, 0);
-    if (!ao_ptrmap_put(&buffers, b->addr, (uint64_t)(uintptr_t)b)) {
+    if (!ao_ptrmap_put(&ao_buffers, b->addr, (uint64_t)(uintptr_t)b)) {
         b->freed = true; // unreachable by free: release it now
         if (--b->chunk->nlive == 0) chunk_retire(b->chunk);
         r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1124,7 +884,7 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
     *out = b->addr;
     r = CUDA_SUCCESS;
 out:
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
     return r;
 }
 
@@ -1159,10 +919,10 @@ static void free_event(ao_chunk_t *c, CUstream s)
 // once its last buffer is freed and its stream has passed that point.
 CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
 {
-    pthread_mutex_lock(&E.mu);
-    ao_buffer_t *b = (ao_buffer_t *)(uintptr_t)ao_ptrmap_take(&buffers, p);
+    pthread_mutex_lock(&ao_eng.mu);
+    ao_buffer_t *b = (ao_buffer_t *)(uintptr_t)ao_ptrmap_take(&ao_buffers, p);
     if (!b) {
-        pthread_mutex_unlock(&E.mu);
+        pthread_mutex_unlock(&ao_eng.mu);
         return CUDA_ERROR_INVALID_VALUE;
     }
     ao_chunk_t *c = b->chunk;
@@ -1171,10 +931,10 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
     c->nlive--;
     if (c->mapped) ao_rec_site(b->site, -(int64_t)b->size, 0);
     // The allocation record learns which buffers are temporaries.
-    if (s == E.open && b->seq < s->rec.n) s->rec.flags[b->seq] |= LEARN_TEMP;
-    if (s != E.open && !s->recompute && c->state == AO_RESIDENT && s->offload_pending &&
-        b->seq < E.learned[s->layer].n)
-        E.learned[s->layer].flags[b->seq] |= LEARN_GONE;
+    if (s == ao_eng.open && b->seq < s->rec.n) s->rec.flags[b->seq] |= LEARN_TEMP;
+    if (s != ao_eng.open && !s->recompute && c->state == AO_RESIDENT && s->offload_pending &&
+        b->seq < ao_eng.learned[s->layer].n)
+        ao_eng.learned[s->layer].flags[b->seq] |= LEARN_GONE;
     if (c->state == AO_OFFLOADING) ao_stat_add(AO_STAT_COPIES_SKIPPED, 1);
     if (!c->mapped) {
         // Offloaded: no device memory; its copy out has completed.
@@ -1182,8 +942,8 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
         b->host = NULL;
     } else if (!async) {
         // cudaFree: after all work on every stream aoshim knows.
-        for (int i = 0; i < E.nstreams; i++)
-            free_event(c, E.streams[i]);
+        for (int i = 0; i < ao_eng.nstreams; i++)
+            free_event(c, ao_eng.streams[i]);
     } else if (stream != s->stream) {
         note_stream_locked(stream);
         free_event(c, stream);
@@ -1195,7 +955,7 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
         // the buffer), then the chunk goes. Slow: a debugging mode.
         if (ao_config.check) drain_locked();
     }
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
     return CUDA_SUCCESS;
 }
 
@@ -1215,7 +975,7 @@ static void unprefetch(ao_chunk_t *c)
 static bool evict_prefetched(void)
 {
     bool any = false;
-    for (ao_scope_t *s = E.scopes; s; s = s->next) {
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next) {
         bool all = s->chunks != NULL;
         for (ao_chunk_t *c = s->chunks; c; c = c->next) {
             if (!c->prefetched || !c->mapped || c->retiring ||
@@ -1251,21 +1011,21 @@ static bool evict_prefetched(void)
 
 bool ao_engine_trim(void)
 {
-    if (!E.ready) return false;
-    pthread_mutex_lock(&E.mu);
-    if (!E.ready) { // shut down at exit meanwhile
-        pthread_mutex_unlock(&E.mu);
+    if (!ao_eng.ready) return false;
+    pthread_mutex_lock(&ao_eng.mu);
+    if (!ao_eng.ready) { // shut down at exit meanwhile
+        pthread_mutex_unlock(&ao_eng.mu);
         return false;
     }
-    if (A.on) {
+    if (ao_auto.on) {
         // The device ran out under the budget: what it held then is the
         // budget from now on, and the next step's plan keeps under it.
         uint64_t held =
             ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) + ao_stat_get(AO_STAT_TRACKED_RESIDENT_BYTES);
-        if (held && held < A.budget) {
-            A.budget = held - held / 50;
-            A.why = "re-planned after the device ran out of memory";
-            A.planned = A.planned && A.plan.count > 0; // a plan of nothing is no plan now
+        if (held && held < ao_auto.budget) {
+            ao_auto.budget = held - held / 50;
+            ao_auto.why = "re-planned after the device ran out of memory";
+            ao_auto.planned = ao_auto.planned && ao_auto.plan.count > 0; // a plan of nothing is no plan now
             sched_update();
         }
     }
@@ -1273,7 +1033,7 @@ bool ao_engine_trim(void)
     bool evicted = evict_prefetched();
     idle_unmap(SIZE_MAX);
     size_t n = ao_phys_trim() + evicted;
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
     if (n) ao_stat_add(AO_STAT_OOM_RETRIES, 1);
     return n > 0;
 }
@@ -1305,7 +1065,7 @@ static void defer_host_slots(ao_chunk_t *c)
         if (d) {
             d->host = b->host;
             d->host_size = b->size;
-            d->ev[d->nev++] = record(E.d2h, false);
+            d->ev[d->nev++] = record(ao_eng.d2h, false);
             defer(d);
         } else {
             WARN_ONCE("out of host memory: a pinned slot is not reused");
@@ -1355,7 +1115,7 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
     uint64_t bytes = 0;
     for (ao_buffer_t *b = c->buffers; b; b = b->next) {
         if (b->freed) continue;
-        if (ao_real.cuMemcpyDtoHAsync_v2(b->host, b->addr, b->size, E.d2h) != CUDA_SUCCESS) {
+        if (ao_real.cuMemcpyDtoHAsync_v2(b->host, b->addr, b->size, ao_eng.d2h) != CUDA_SUCCESS) {
             // The chunk must stay: the copies queued before this one still
             // run, and their slots are freed once the offload stream is past.
             WARN_ONCE("offload copy failed: the layer stays on the device");
@@ -1370,14 +1130,14 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
 }
 
 // Whether the schedule offloads this layer now. In the first step of auto,
-// only once the device holds nearly the budget (S.min_held and its margin).
+// only once the device holds nearly the budget (ao_sched_now.min_held and its margin).
 static bool layer_selected(int layer)
 {
-    if (layer < 0 || layer >= AO_MAX_LAYERS || !S.layer[layer].offload) return false;
-    if (!S.min_held) return true;
-    uint64_t margin = (uint64_t)S.margin_layers * E.max_saved;
-    uint64_t at = S.min_held > margin ? S.min_held - margin : 0;
-    if (at < S.min_held_floor) at = S.min_held_floor;
+    if (layer < 0 || layer >= AO_MAX_LAYERS || !ao_sched_now.layer[layer].offload) return false;
+    if (!ao_sched_now.min_held) return true;
+    uint64_t margin = (uint64_t)ao_sched_now.margin_layers * ao_eng.max_saved;
+    uint64_t at = ao_sched_now.min_held > margin ? ao_sched_now.min_held - margin : 0;
+    if (at < ao_sched_now.min_held_floor) at = ao_sched_now.min_held_floor;
     return ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) + ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES) >= at;
 }
 
@@ -1386,7 +1146,7 @@ static bool layer_selected(int layer)
 // once the layer count is.
 static bool offloads_nothing(void)
 {
-    return S.none;
+    return ao_sched_now.none;
 }
 
 // Copy a layer out at its release point: every kernel that reads its
@@ -1400,7 +1160,7 @@ static bool offloads_nothing(void)
 static void offload(ao_scope_t *s)
 {
     s->offload_pending = false;
-    if (!(E.manual ? s->wanted : layer_selected(s->layer))) {
+    if (!(ao_eng.manual ? s->wanted : layer_selected(s->layer))) {
         s->skipped = true;
         return;
     }
@@ -1417,18 +1177,18 @@ static void offload(ao_scope_t *s)
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
         if (c->prepared) chunk_set(c, AO_OFFLOADING);
     ao_scan_quiesce();
-    gpu_wait(E.d2h, s->ev_release);
+    gpu_wait(ao_eng.d2h, s->ev_release);
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
         if (!c->prepared) continue;
-        for (int i = 0; i < E.nstreams; i++)
-            if (E.streams[i] != s->stream) free_event(c, E.streams[i]);
+        for (int i = 0; i < ao_eng.nstreams; i++)
+            if (ao_eng.streams[i] != s->stream) free_event(c, ao_eng.streams[i]);
         for (int i = 0; i < c->nfree_ev; i++)
-            gpu_wait(E.d2h, c->free_ev[i]);
+            gpu_wait(ao_eng.d2h, c->free_ev[i]);
     }
     // Host slots freed after a reload may be refilled now: the copies out
     // follow the copies back on the GPU, whichever host thread freed them.
-    gpu_wait(E.d2h, E.last_reload);
-    CUevent t0 = record(E.d2h, true);
+    gpu_wait(ao_eng.d2h, ao_eng.last_reload);
+    CUevent t0 = record(ao_eng.d2h, true);
     uint64_t bytes = 0;
     unsigned buffers = 0;
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
@@ -1438,8 +1198,8 @@ static void offload(ao_scope_t *s)
         return;
     }
     event_put(s->ev_copied, false);
-    s->ev_copied = record(E.d2h, false);
-    timed_add(t0, record(E.d2h, true), AO_REC_D2H, s->layer, s->mb, bytes);
+    s->ev_copied = record(ao_eng.d2h, false);
+    timed_add(t0, record(ao_eng.d2h, true), AO_REC_D2H, s->layer, s->mb, bytes);
     ao_rec_offload(s->layer, s->mb, buffers, bytes);
     ao_stat_add(AO_STAT_LAYERS_OFFLOADED, 1);
     s->state = AO_OFFLOADING;
@@ -1464,17 +1224,17 @@ static void release_sync(const ao_scope_t *s);
 
 static void release_point(int mb, const ao_scope_t *except)
 {
-    for (ao_scope_t *s = E.scopes; s; s = s->next)
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
         if (s->mb == mb && s != except && s->offload_pending) {
-            int at = S.layer[s->layer].copy_at;
+            int at = ao_sched_now.layer[s->layer].copy_at;
             if (!except)
                 s->offload_pending = false;
-            else if (E.manual ? !s->wanted : E.nlayers == 0)
+            else if (ao_eng.manual ? !s->wanted : ao_eng.nlayers == 0)
                 s->release_passed = true;
-            else if (E.manual || at <= s->layer + 1 || at <= except->layer)
+            else if (ao_eng.manual || at <= s->layer + 1 || at <= except->layer)
                 offload(s);
         }
-    if (except && !E.manual && E.nlayers > 0 && S.release_waits) release_due(mb, except);
+    if (except && !ao_eng.manual && ao_eng.nlayers > 0 && ao_sched_now.release_waits) release_due(mb, except);
 }
 
 // The memory of the copies the schedule gives back at the end of this
@@ -1485,8 +1245,8 @@ static void release_due(int mb, const ao_scope_t *at)
     // (Not timed: the report's waits are the reloads' under aoshim's
     // timing, which never waits for a copy out; here the step time shows it.)
     bool any = false;
-    for (ao_scope_t *s = E.scopes; s; s = s->next) {
-        int r = S.layer[s->layer].release_at;
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next) {
+        int r = ao_sched_now.layer[s->layer].release_at;
         if (s->mb != mb || s->recompute || r < 0 || r > at->layer || s->state != AO_OFFLOADING)
             continue;
         gpu_wait(at->stream, s->ev_copied);
@@ -1508,8 +1268,8 @@ static void release_sync(const ao_scope_t *s)
 // A layer_begin in the first step: copies whose release point has passed go.
 static void forward_goes_on(int mb)
 {
-    for (ao_scope_t *s = E.scopes; s; s = s->next)
-        if (s->mb == mb && s->offload_pending && s->release_passed && (!E.manual || s->wanted))
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
+        if (s->mb == mb && s->offload_pending && s->release_passed && (!ao_eng.manual || s->wanted))
             offload(s);
 }
 
@@ -1518,7 +1278,7 @@ static void forward_goes_on(int mb)
 static void cancel_chunk(ao_chunk_t *c)
 {
     event_put(c->ev_copy, false);
-    c->ev_copy = record(E.d2h, false);
+    c->ev_copy = record(ao_eng.d2h, false);
     defer_host_slots(c);
     set_safe_stream(c, NULL);
     // The copies still read it: every stream that uses it from now on waits
@@ -1571,22 +1331,22 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
             // memory the last uses before the release read: ordered on the
             // GPU too, whichever host thread saw those complete. Every wait
             // comes before the timing event, so the time is the copies'.
-            gpu_wait(E.h2d, s->ev_copied);
-            gpu_wait(E.h2d, s->ev_release);
+            gpu_wait(ao_eng.h2d, s->ev_copied);
+            gpu_wait(ao_eng.h2d, s->ev_release);
             for (ao_chunk_t *w = c; w; w = w->next)
                 if (w->prepared || w == c)
                     for (int i = 0; i < w->nfree_ev; i++)
-                        gpu_wait(E.h2d, w->free_ev[i]);
-            t0 = record(E.h2d, true);
+                        gpu_wait(ao_eng.h2d, w->free_ev[i]);
+            t0 = record(ao_eng.h2d, true);
         }
         uint64_t cbytes = 0;
         unsigned cbuffers = 0;
         CUresult cr = CUDA_SUCCESS;
         for (ao_buffer_t *b = c->buffers; b && cr == CUDA_SUCCESS; b = b->next) {
             if (b->freed || !b->host) continue;
-            cr = ao_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, E.h2d);
+            cr = ao_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, ao_eng.h2d);
             if (cr != CUDA_SUCCESS) // once more: the failure may have been passing
-                cr = ao_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, E.h2d);
+                cr = ao_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, ao_eng.h2d);
             cbytes += b->size;
             cbuffers++;
         }
@@ -1597,7 +1357,7 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
             WARN_ONCE("reload copy failed (CUDA error %d) for layer %d (microbatch %d): its data "
                       "stays in host memory and is reloaded when next used",
                       (int)cr, s->layer, s->mb);
-            ao_real.cuStreamSynchronize(E.h2d);
+            ao_real.cuStreamSynchronize(ao_eng.h2d);
             chunk_unmap(c);
             chunk_set(c, AO_OFFLOADED);
             rc = AOSHIM_ESTATE;
@@ -1615,9 +1375,9 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
     }
     if (t0) {
         event_put(s->ev_reloaded, false);
-        s->ev_reloaded = record(E.h2d, false);
-        if (E.last_reload) rerecord(E.last_reload, E.h2d);
-        timed_add(t0, record(E.h2d, true), AO_REC_H2D, s->layer, s->mb, bytes);
+        s->ev_reloaded = record(ao_eng.h2d, false);
+        if (ao_eng.last_reload) rerecord(ao_eng.last_reload, ao_eng.h2d);
+        timed_add(t0, record(ao_eng.h2d, true), AO_REC_H2D, s->layer, s->mb, bytes);
         ao_rec_reload(s->layer, s->mb, buffers, bytes, missed);
         s->state = AO_RELOADING;
         ao_stat_add(AO_STAT_RELOADED_BYTES, (int64_t)bytes);
@@ -1632,18 +1392,18 @@ static void sched_update(void)
 {
     ao_sched_in_t in = {
         .cfg = &ao_config,
-        .nlayers = E.nlayers,
-        .plan = A.on && A.planned ? &A.plan : NULL,
-        .budget = A.budget,
-        .late_from = A.late ? A.late_from : -1,
-        .interleaved = A.interleaved,
+        .nlayers = ao_eng.nlayers,
+        .plan = ao_auto.on && ao_auto.planned ? &ao_auto.plan : NULL,
+        .budget = ao_auto.budget,
+        .late_from = ao_auto.late ? ao_auto.late_from : -1,
+        .interleaved = ao_auto.interleaved,
     };
-    ao_sched_make(&in, &S);
-    if (ao_config.schedule == AO_SCHEDULE_TE && E.nlayers > 0 &&
-        ao_config.offload_layers.count > (unsigned)E.nlayers - 1)
+    ao_sched_make(&in, &ao_sched_now);
+    if (ao_config.schedule == AO_SCHEDULE_TE && ao_eng.nlayers > 0 &&
+        ao_config.offload_layers.count > (unsigned)ao_eng.nlayers - 1)
         WARN_ONCE("AOSHIM_SCHEDULE=te: AOSHIM_OFFLOAD_LAYERS=%u of %d layers; TransformerEngine's "
                   "schedule offloads at most %d (the last layer stays)",
-                  ao_config.offload_layers.count, E.nlayers, E.nlayers - 1);
+                  ao_config.offload_layers.count, ao_eng.nlayers, ao_eng.nlayers - 1);
 }
 
 // The budget, once the device is known: AOSHIM_BUDGET, or what was free at
@@ -1658,12 +1418,12 @@ static void plan_budget(void)
     uint64_t have =
         ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) + ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES);
     if (b->bytes)
-        A.budget = b->bytes;
+        ao_auto.budget = b->bytes;
     else if (b->percent)
-        A.budget = (uint64_t)total / 100 * b->percent;
+        ao_auto.budget = (uint64_t)total / 100 * b->percent;
     else
-        A.budget = free_b + have > headroom ? free_b + have - headroom : 0;
-    if (!A.budget) A.budget = UINT64_MAX; // nothing known: no limit (every plan fits)
+        ao_auto.budget = free_b + have > headroom ? free_b + have - headroom : 0;
+    if (!ao_auto.budget) ao_auto.budget = UINT64_MAX; // nothing known: no limit (every plan fits)
 }
 
 static void fmt_bytes(char *out, size_t n, uint64_t v)
@@ -1685,44 +1445,44 @@ static void fmt_bytes(char *out, size_t n, uint64_t v)
 // after it, until the shapes change. The manual schedule is the program's.
 static void copy_too_late(const ao_scope_t *s)
 {
-    if (E.manual || E.steps == 0) return;
+    if (ao_eng.manual || ao_eng.steps == 0) return;
     const int l = s->layer;
-    if (A.on && A.planned && A.plan.count > l) {
-        int d = A.plan.prefetch > 0 ? A.plan.prefetch : 1;
-        if (A.late_d[l] && A.late_d[l] <= d) return;
-        A.late_d[l] = (uint8_t)d;
-        snprintf(A.late_why, sizeof A.late_why,
+    if (ao_auto.on && ao_auto.planned && ao_auto.plan.count > l) {
+        int d = ao_auto.plan.prefetch > 0 ? ao_auto.plan.prefetch : 1;
+        if (ao_auto.late_d[l] && ao_auto.late_d[l] <= d) return;
+        ao_auto.late_d[l] = (uint8_t)d;
+        snprintf(ao_auto.late_why, sizeof ao_auto.late_why,
                  "re-planned: layer %d's copy out was late for its reload (prefetch %d)", l, d);
-        A.why = A.late_why;
-    } else if (ao_config.offload_layers.kind == AO_LAYERS_ALL && !A.on) {
-        if (A.late && l >= A.late_from) return;
-        A.late = true;
-        A.late_from = l;
+        ao_auto.why = ao_auto.late_why;
+    } else if (ao_config.offload_layers.kind == AO_LAYERS_ALL && !ao_auto.on) {
+        if (ao_auto.late && l >= ao_auto.late_from) return;
+        ao_auto.late = true;
+        ao_auto.late_from = l;
         sched_update();
-        snprintf(A.late_why, sizeof A.late_why,
+        snprintf(ao_auto.late_why, sizeof ao_auto.late_why,
                  "layer %d on not offloaded: its copy out was late for its reload", l);
     } else {
         return;
     }
-    if (ao_config.verbose) ao_log(AO_LOG_INFO, "%s", A.late_why);
+    if (ao_config.verbose) ao_log(AO_LOG_INFO, "%s", ao_auto.late_why);
 }
 
 // A layer's forward or backward begins (auto): the step's order, for the
 // planner. A step too long to record (over a million) plans as GPipe's.
 static void op_record(int layer, int mb, bool bwd)
 {
-    if (!A.on || A.rec_over) return;
-    if (A.rec_nops == A.rec_cap) {
-        int cap = A.rec_cap ? 2 * A.rec_cap : 256;
-        ao_plan_op_t *o = cap <= (1 << 20) ? realloc(A.rec_ops, (size_t)cap * sizeof *o) : NULL;
+    if (!ao_auto.on || ao_auto.rec_over) return;
+    if (ao_auto.rec_nops == ao_auto.rec_cap) {
+        int cap = ao_auto.rec_cap ? 2 * ao_auto.rec_cap : 256;
+        ao_plan_op_t *o = cap <= (1 << 20) ? realloc(ao_auto.rec_ops, (size_t)cap * sizeof *o) : NULL;
         if (!o) {
-            A.rec_over = true;
+            ao_auto.rec_over = true;
             return;
         }
-        A.rec_ops = o;
-        A.rec_cap = cap;
+        ao_auto.rec_ops = o;
+        ao_auto.rec_cap = cap;
     }
-    A.rec_ops[A.rec_nops++] =
+    ao_auto.rec_ops[ao_auto.rec_nops++] =
         (ao_plan_op_t){.layer = (int16_t)layer, .mb = (int16_t)mb, .bwd = bwd};
 }
 
@@ -1730,15 +1490,15 @@ static void op_record(int layer, int mb, bool bwd)
 // layer's forward and backward for every microbatch), else none is known.
 static void ops_take(int n)
 {
-    A.nops = 0;
-    if (!A.rec_over && ao_plan_ops_valid(A.rec_ops, A.rec_nops, n, A.mbs)) {
-        ao_plan_op_t *t = A.ops;
-        int c = A.ops_cap;
-        A.ops = A.rec_ops, A.ops_cap = A.rec_cap, A.nops = A.rec_nops;
-        A.rec_ops = t, A.rec_cap = c;
+    ao_auto.nops = 0;
+    if (!ao_auto.rec_over && ao_plan_ops_valid(ao_auto.rec_ops, ao_auto.rec_nops, n, ao_auto.mbs)) {
+        ao_plan_op_t *t = ao_auto.ops;
+        int c = ao_auto.ops_cap;
+        ao_auto.ops = ao_auto.rec_ops, ao_auto.ops_cap = ao_auto.rec_cap, ao_auto.nops = ao_auto.rec_nops;
+        ao_auto.rec_ops = t, ao_auto.rec_cap = c;
     }
-    A.rec_nops = 0;
-    A.rec_over = false;
+    ao_auto.rec_nops = 0;
+    ao_auto.rec_over = false;
 }
 
 // Make a plan from in and take it. Said (one line under AOSHIM_VERBOSE, the
@@ -1750,8 +1510,8 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     const int n = in->nlayers;
     ao_plan_t p;
     ao_plan_make(in, &p);
-    bool changed = !A.planned || p.count != A.plan.count || p.prefetch != A.plan.prefetch ||
-                   p.part != A.plan.part;
+    bool changed = !ao_auto.planned || p.count != ao_auto.plan.count || p.prefetch != ao_auto.plan.prefetch ||
+                   p.part != ao_auto.plan.part;
     // A new set of layers: the pool of physical memory keeps no more than
     // the layers left on the device hold. The plan's model (plan.h) takes
     // the pool for that; more, pooled under an earlier plan or in the
@@ -1759,10 +1519,10 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     // budget (GPT-2 small on a 300 GB/s link, a budget 8 layers under its
     // need: 1.26 GiB held for 1.23). The host waits here, once a plan, for
     // the releases under way.
-    if (p.count > 0 && (!A.planned || p.count != A.plan.count || p.part != A.plan.part)) {
+    if (p.count > 0 && (!ao_auto.planned || p.count != ao_auto.plan.count || p.part != ao_auto.plan.part)) {
         // What the scopes left on the device hold at once, in chunks, in the
         // step's order (1F1B holds two microbatches' where GPipe holds all).
-        uint64_t held[AO_MAX_LAYERS], mbs = A.mbs > 0 ? (uint64_t)A.mbs : 1;
+        uint64_t held[AO_MAX_LAYERS], mbs = ao_auto.mbs > 0 ? (uint64_t)ao_auto.mbs : 1;
         for (int l = 0; l < n; l++)
             held[l] = l < p.count ? 0 : ao_vmm_round(in->bytes[l] / mbs);
         // The last layer offloaded in part: its two chunks are sizes the
@@ -1778,27 +1538,27 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
         idle_unmap(SIZE_MAX);
         ao_phys_trim_to(keep);
     }
-    A.plan = p;
-    A.planned = true;
+    ao_auto.plan = p;
+    ao_auto.planned = true;
     sched_update(); // mid-step too (a re-plan on changed shapes): the layers still to come follow it
     if (changed) {
-        A.plans++;
-        A.said_why = A.why;
-        A.why = NULL;
+        ao_auto.plans++;
+        ao_auto.said_why = ao_auto.why;
+        ao_auto.why = NULL;
     }
     char need[32], peak[32], budget[32], line[256];
     fmt_bytes(need, sizeof need, in->peak_without);
     fmt_bytes(peak, sizeof peak, p.peak);
-    fmt_bytes(budget, sizeof budget, A.budget);
+    fmt_bytes(budget, sizeof budget, ao_auto.budget);
     if (p.count == 0) {
         snprintf(line, sizeof line, "nothing offloaded: the step needs %s, the budget is %s%s%s",
-                 need, budget, A.said_why ? "; " : "", A.said_why ? A.said_why : "");
+                 need, budget, ao_auto.said_why ? "; " : "", ao_auto.said_why ? ao_auto.said_why : "");
     } else {
         char part[96] = "";
         if (p.part) {
             char b0[32], b1[32];
             fmt_bytes(b0, sizeof b0, p.part);
-            fmt_bytes(b1, sizeof b1, A.bytes[p.count - 1]);
+            fmt_bytes(b1, sizeof b1, ao_auto.bytes[p.count - 1]);
             snprintf(part, sizeof part, " (of layer %d, %s of %s)", p.count - 1, b0, b1);
         }
         snprintf(line, sizeof line,
@@ -1806,16 +1566,16 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
                  "(%s without)%s, copies exposed %.2f ms per step%s%s",
                  p.count - 1, n, part, p.prefetch, peak, budget, need,
                  p.budget_met ? "" : ": the budget cannot be met", (double)p.exposed_ns / 1e6,
-                 A.said_why ? "; " : "", A.said_why ? A.said_why : "");
+                 ao_auto.said_why ? "; " : "", ao_auto.said_why ? ao_auto.said_why : "");
     }
-    ao_rec_plan(line, A.plans);
+    ao_rec_plan(line, ao_auto.plans);
     if (changed && ao_config.verbose) {
         uint64_t f = 0, b = 0;
         for (int l = 0; l < n; l++)
             f += in->fwd_ns[l], b += in->bwd_ns[l];
         ao_log(AO_LOG_INFO,
                "plan %u: %s (%s: forward %.2f ms, backward %.2f ms, link %.1f / %.1f GB/s)",
-               A.plans, line, estimated ? "estimated" : "measured", (double)f / 1e6,
+               ao_auto.plans, line, estimated ? "estimated" : "measured", (double)f / 1e6,
                (double)b / 1e6, in->d2h, in->h2d);
     }
 }
@@ -1828,44 +1588,44 @@ static double link_bw(uint64_t bytes, uint64_t ns)
 // At a step's end: plan the next from what this one measured.
 static void plan_step(void)
 {
-    int n = E.nlayers;
+    int n = ao_eng.nlayers;
     if (n <= 0) return;
     for (int l = 0; l < n; l++) {
-        if ((A.tracked[l / 64] >> (l % 64)) & 1) A.bytes[l] = A.cur[l];
-        A.cur[l] = 0;
+        if ((ao_auto.tracked[l / 64] >> (l % 64)) & 1) ao_auto.bytes[l] = ao_auto.cur[l];
+        ao_auto.cur[l] = 0;
     }
-    memset(A.tracked, 0, sizeof A.tracked);
-    A.mbs = A.max_mb + 1;
-    A.max_mb = 0;
+    memset(ao_auto.tracked, 0, sizeof ao_auto.tracked);
+    ao_auto.mbs = ao_auto.max_mb + 1;
+    ao_auto.max_mb = 0;
     ops_take(n);
     // A layer's times were measured per microbatch; its bytes are a step's.
     // One not measured since its shapes changed: the estimate made then.
     static uint64_t fwd[AO_MAX_LAYERS], bwd[AO_MAX_LAYERS];
     for (int l = 0; l < n; l++) {
-        fwd[l] = (A.fwd_ns[l] ? A.fwd_ns[l] : A.fwd_est[l]) * (uint64_t)A.mbs;
-        bwd[l] = (A.bwd_ns[l] ? A.bwd_ns[l] : A.bwd_est[l]) * (uint64_t)A.mbs;
-        A.want[l] = A.bytes[l] / (uint64_t)A.mbs;
+        fwd[l] = (ao_auto.fwd_ns[l] ? ao_auto.fwd_ns[l] : ao_auto.fwd_est[l]) * (uint64_t)ao_auto.mbs;
+        bwd[l] = (ao_auto.bwd_ns[l] ? ao_auto.bwd_ns[l] : ao_auto.bwd_est[l]) * (uint64_t)ao_auto.mbs;
+        ao_auto.want[l] = ao_auto.bytes[l] / (uint64_t)ao_auto.mbs;
     }
-    A.peak_without = ao_stat_step_peak_without();
+    ao_auto.peak_without = ao_stat_step_peak_without();
     ao_plan_in_t in = {
         .nlayers = n,
-        .mbs = A.mbs,
-        .ops = A.nops ? A.ops : NULL,
-        .bytes = A.bytes,
+        .mbs = ao_auto.mbs,
+        .ops = ao_auto.nops ? ao_auto.ops : NULL,
+        .bytes = ao_auto.bytes,
         .fwd_ns = fwd,
         .bwd_ns = bwd,
-        .peak_without = A.peak_without,
-        .budget = A.budget,
-        .d2h = link_bw(A.d2h_bytes, A.d2h_ns),
-        .h2d = link_bw(A.h2d_bytes, A.h2d_ns),
-        .late_d = A.late_d,
+        .peak_without = ao_auto.peak_without,
+        .budget = ao_auto.budget,
+        .d2h = link_bw(ao_auto.d2h_bytes, ao_auto.d2h_ns),
+        .h2d = link_bw(ao_auto.h2d_bytes, ao_auto.h2d_ns),
+        .late_d = ao_auto.late_d,
     };
     ao_stat_step_reset();
     // The plan made when the shapes changed came from estimates: this one,
     // the first measured, answers the same change (and a later one does not).
-    if (A.reshaped && !A.why) A.why = A.shape_why;
+    if (ao_auto.reshaped && !ao_auto.why) ao_auto.why = ao_auto.shape_why;
     plan_take(&in, false);
-    if (A.why == A.shape_why) A.why = NULL;
+    if (ao_auto.why == ao_auto.shape_why) ao_auto.why = NULL;
 }
 
 // A layer saved other bytes than the plan expects of it: the shapes changed
@@ -1889,56 +1649,56 @@ static void plan_step(void)
 // leaves idle goes back at its end (trim_to_learned).
 static void plan_reshape(int layer, uint64_t saved, uint64_t was, uint64_t held, bool passed)
 {
-    const int n = E.nlayers;
-    if (!A.planned || n <= 0 || layer >= n || !was || !saved || saved == was) return;
+    const int n = ao_eng.nlayers;
+    if (!ao_auto.planned || n <= 0 || layer >= n || !was || !saved || saved == was) return;
     const double r = (double)saved / (double)was;
-    const uint64_t mbs = A.mbs > 0 ? (uint64_t)A.mbs : 1;
+    const uint64_t mbs = ao_auto.mbs > 0 ? (uint64_t)ao_auto.mbs : 1;
     uint64_t old_total = 0, total = 0;
     static uint64_t bytes[AO_MAX_LAYERS], fwd[AO_MAX_LAYERS], bwd[AO_MAX_LAYERS];
     for (int l = 0; l < n; l++) {
-        old_total += A.bytes[l];
-        A.want[l] = l == layer && !passed ? saved : (uint64_t)((double)A.want[l] * r);
-        A.bytes[l] = A.want[l] * mbs;
-        uint64_t mem = l == layer && held > saved ? held * mbs : A.bytes[l];
+        old_total += ao_auto.bytes[l];
+        ao_auto.want[l] = l == layer && !passed ? saved : (uint64_t)((double)ao_auto.want[l] * r);
+        ao_auto.bytes[l] = ao_auto.want[l] * mbs;
+        uint64_t mem = l == layer && held > saved ? held * mbs : ao_auto.bytes[l];
         total += mem;
         bytes[l] = passed && l <= layer ? 0 : mem; // 0: it stays (counted with the rest)
         // Times: scaled, until the new shapes are measured (the least
         // measured of the old ones would otherwise stay for good).
-        uint64_t f = A.fwd_ns[l] ? A.fwd_ns[l] : A.fwd_est[l];
-        uint64_t b = A.bwd_ns[l] ? A.bwd_ns[l] : A.bwd_est[l];
-        A.fwd_est[l] = (uint64_t)((double)f * r);
-        A.bwd_est[l] = (uint64_t)((double)b * r);
-        A.fwd_ns[l] = A.bwd_ns[l] = 0;
-        fwd[l] = A.fwd_est[l] * mbs;
-        bwd[l] = A.bwd_est[l] * mbs;
+        uint64_t f = ao_auto.fwd_ns[l] ? ao_auto.fwd_ns[l] : ao_auto.fwd_est[l];
+        uint64_t b = ao_auto.bwd_ns[l] ? ao_auto.bwd_ns[l] : ao_auto.bwd_est[l];
+        ao_auto.fwd_est[l] = (uint64_t)((double)f * r);
+        ao_auto.bwd_est[l] = (uint64_t)((double)b * r);
+        ao_auto.fwd_ns[l] = ao_auto.bwd_ns[l] = 0;
+        fwd[l] = ao_auto.fwd_est[l] * mbs;
+        bwd[l] = ao_auto.bwd_est[l] * mbs;
     }
-    uint64_t rest = A.peak_without > old_total ? A.peak_without - old_total : 0;
+    uint64_t rest = ao_auto.peak_without > old_total ? ao_auto.peak_without - old_total : 0;
     if (r > 1) rest = (uint64_t)((double)rest * r);
-    if (!A.reshaped) { // the first layer that showed the change says why
+    if (!ao_auto.reshaped) { // the first layer that showed the change says why
         char now_b[32], was_b[32];
         fmt_bytes(now_b, sizeof now_b, saved);
         fmt_bytes(was_b, sizeof was_b, was);
-        snprintf(A.shape_why, sizeof A.shape_why,
+        snprintf(ao_auto.shape_why, sizeof ao_auto.shape_why,
                  "re-planned: layer %d saves %s, was %s (shapes changed)", layer, now_b, was_b);
         idle_unmap(SIZE_MAX);
         ao_phys_trim();
     }
-    A.why = A.shape_why;
-    A.reshaped = true;
-    A.late = false; // the timing changes with the shapes
+    ao_auto.why = ao_auto.shape_why;
+    ao_auto.reshaped = true;
+    ao_auto.late = false; // the timing changes with the shapes
     sched_update();
-    memset(A.late_d, 0, sizeof A.late_d);
+    memset(ao_auto.late_d, 0, sizeof ao_auto.late_d);
     ao_plan_in_t in = {
         .nlayers = n,
         .mbs = (int)mbs,
-        .ops = A.nops ? A.ops : NULL,
+        .ops = ao_auto.nops ? ao_auto.ops : NULL,
         .bytes = bytes,
         .fwd_ns = fwd,
         .bwd_ns = bwd,
         .peak_without = rest + total,
-        .budget = A.budget,
-        .d2h = link_bw(A.d2h_bytes, A.d2h_ns),
-        .h2d = link_bw(A.h2d_bytes, A.h2d_ns),
+        .budget = ao_auto.budget,
+        .d2h = link_bw(ao_auto.d2h_bytes, ao_auto.d2h_ns),
+        .h2d = link_bw(ao_auto.h2d_bytes, ao_auto.h2d_ns),
     };
     plan_take(&in, true);
 }
@@ -1952,12 +1712,12 @@ static void plan_check_shapes(const ao_scope_t *s)
         uint64_t held = 0;
         for (const ao_chunk_t *c = s->chunks; c; c = c->next)
             if (c->nlive) held += c->size;
-        plan_reshape(s->layer, s->rec.saved, A.want[s->layer], held, false);
+        plan_reshape(s->layer, s->rec.saved, ao_auto.want[s->layer], held, false);
         return;
     }
     uint64_t now = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
-    uint64_t gained = now > s->pt0 ? now - s->pt0 : 0, was = A.passed[s->layer];
-    A.passed[s->layer] = gained;
+    uint64_t gained = now > s->pt0 ? now - s->pt0 : 0, was = ao_auto.passed[s->layer];
+    ao_auto.passed[s->layer] = gained;
     plan_reshape(s->layer, gained, was, 0, true);
 }
 
@@ -1967,16 +1727,16 @@ static void plan_check_shapes(const ao_scope_t *s)
 // change was seen, would sit idle for good and count against the budget.
 static void trim_to_learned(void)
 {
-    size_t n = (size_t)E.nlayers * (size_t)(A.mbs > 0 ? A.mbs : 1), k = 0;
+    size_t n = (size_t)ao_eng.nlayers * (size_t)(ao_auto.mbs > 0 ? ao_auto.mbs : 1), k = 0;
     size_t *keep = n ? malloc(n * sizeof *keep) : NULL;
     if (!keep) {
         idle_unmap(SIZE_MAX);
         ao_phys_trim();
         return;
     }
-    for (int l = 0; l < E.nlayers; l++)
-        for (int mb = 0; mb < (A.mbs > 0 ? A.mbs : 1) && E.learned[l].saved; mb++)
-            keep[k++] = ao_vmm_round(E.learned[l].saved);
+    for (int l = 0; l < ao_eng.nlayers; l++)
+        for (int mb = 0; mb < (ao_auto.mbs > 0 ? ao_auto.mbs : 1) && ao_eng.learned[l].saved; mb++)
+            keep[k++] = ao_vmm_round(ao_eng.learned[l].saved);
     idle_unmap(SIZE_MAX);
     ao_phys_trim_except(keep, k);
     free(keep);
@@ -1991,7 +1751,7 @@ static int enter(void)
         WARN_ONCE("not offloading: %s", ao_engine_declined);
         return AOSHIM_EDISABLED;
     }
-    pthread_mutex_lock(&E.mu);
+    pthread_mutex_lock(&ao_eng.mu);
     // A control call never brings CUDA up by itself: retaining the primary
     // context costs hundreds of MB of device memory, which a CPU-only run
     // under the shim (PyTorch without a GPU, the Python hooks still calling)
@@ -1999,9 +1759,9 @@ static int enter(void)
     // checked without the driver (nothing can be tracked, so nothing needs
     // an event); the engine comes up at the program's first allocation,
     // which may be inside a layer already begun.
-    bool cuda = E.ready || __atomic_load_n(&ao_cuda_touched, __ATOMIC_RELAXED);
+    bool cuda = ao_eng.ready || __atomic_load_n(&ao_cuda_touched, __ATOMIC_RELAXED);
     if (cuda && !ensure_ready()) {
-        pthread_mutex_unlock(&E.mu);
+        pthread_mutex_unlock(&ao_eng.mu);
         return AOSHIM_EDISABLED;
     }
     poll_locked();
@@ -2010,7 +1770,7 @@ static int enter(void)
 
 static int leave(int rc)
 {
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
     return rc;
 }
 
@@ -2022,7 +1782,7 @@ static int leave(int rc)
 
 static bool fwd_ran(int layer, int mb)
 {
-    return E.fwd_ran[mb] && (E.fwd_ran[mb][layer / 64] >> (layer % 64)) & 1;
+    return ao_eng.fwd_ran[mb] && (ao_eng.fwd_ran[mb][layer / 64] >> (layer % 64)) & 1;
 }
 
 // A layer the schedule offloads in part: its largest saved buffers, as the
@@ -2074,46 +1834,46 @@ int ao_engine_layer_begin(int layer)
     ao_stat_add(AO_STAT_LAYER_BEGINS, 1); // the summary says when there were none
     int rc = enter();
     if (rc) return rc;
-    if (E.open) {
+    if (ao_eng.open) {
         WARN_ONCE("aoshim_layer_begin(%d) while layer %d is open: layers do not nest", layer,
-                  E.open->layer);
+                  ao_eng.open->layer);
         return leave(AOSHIM_ESTATE);
     }
-    bool recompute = E.phase[E.mb] == PHASE_BACKWARD;
-    if (!recompute && !E.fwd_ran[E.mb])
-        E.fwd_ran[E.mb] = calloc(AO_MAX_LAYERS / 64, sizeof *E.fwd_ran[E.mb]);
+    bool recompute = ao_eng.phase[ao_eng.mb] == PHASE_BACKWARD;
+    if (!recompute && !ao_eng.fwd_ran[ao_eng.mb])
+        ao_eng.fwd_ran[ao_eng.mb] = calloc(AO_MAX_LAYERS / 64, sizeof *ao_eng.fwd_ran[ao_eng.mb]);
     ao_scope_t *s = calloc(1, sizeof *s);
-    if (!s || (!recompute && !E.fwd_ran[E.mb])) {
+    if (!s || (!recompute && !ao_eng.fwd_ran[ao_eng.mb])) {
         free(s);
         return leave(AOSHIM_ESTATE);
     }
     s->layer = layer;
-    s->mb = E.mb;
+    s->mb = ao_eng.mb;
     s->stream = current_stream();
     s->thread = pthread_self();
     s->recompute = recompute;
     s->state = AO_RESIDENT;
-    s->next = E.scopes;
-    E.scopes = s;
+    s->next = ao_eng.scopes;
+    ao_eng.scopes = s;
     if (s->recompute) return leave(0); // recomputed in backward: never offloaded
-    if (E.mb > A.max_mb) A.max_mb = E.mb;
-    op_record(layer, E.mb, false);
-    E.live[E.mb]++;
-    forward_goes_on(E.mb);
+    if (ao_eng.mb > ao_auto.max_mb) ao_auto.max_mb = ao_eng.mb;
+    op_record(layer, ao_eng.mb, false);
+    ao_eng.live[ao_eng.mb]++;
+    forward_goes_on(ao_eng.mb);
     // Timed after the copies issued just above: pinning their host slots (a
     // first step's) is host time, not this layer's compute.
-    if (A.timing && E.ready) s->ev_fwd0 = record(s->stream, true);
-    E.fwd_ran[E.mb][layer / 64] |= 1ull << (layer % 64);
-    if (layer > E.max_fwd_layer) E.max_fwd_layer = layer;
+    if (ao_auto.timing && ao_eng.ready) s->ev_fwd0 = record(s->stream, true);
+    ao_eng.fwd_ran[ao_eng.mb][layer / 64] |= 1ull << (layer % 64);
+    if (layer > ao_eng.max_fwd_layer) ao_eng.max_fwd_layer = layer;
     // Plan from what this layer did last step; in the first step, and in a
     // step whose shapes changed (plan_reshape), from the layer before, which
     // ran with this step's (transformer layers repeat). A plan that does not
     // match the allocations (sizes differ) is simply not used.
-    if (E.learned[layer].n && !(A.reshaped && layer > 0 && E.learned[layer - 1].n))
-        s->plan = &E.learned[layer];
-    else if (layer > 0 && E.learned[layer - 1].n)
-        s->plan = &E.learned[layer - 1];
-    if (!E.manual && S.layer[layer].offload && S.layer[layer].part) choose_part(s, S.layer[layer].part);
+    if (ao_eng.learned[layer].n && !(ao_auto.reshaped && layer > 0 && ao_eng.learned[layer - 1].n))
+        s->plan = &ao_eng.learned[layer];
+    else if (layer > 0 && ao_eng.learned[layer - 1].n)
+        s->plan = &ao_eng.learned[layer - 1];
+    if (!ao_eng.manual && ao_sched_now.layer[layer].offload && ao_sched_now.layer[layer].part) choose_part(s, ao_sched_now.layer[layer].part);
     // A policy that offloads nothing (from the start, or once the layer
     // count or the plan says so) costs nothing: the layers' allocations go
     // to the real allocator, and no chunk is mapped and unmapped each step.
@@ -2122,14 +1882,14 @@ int ao_engine_layer_begin(int layer)
     // (passed through, it would sit in the real allocator's pool while
     // reloads took more: measured, the peak of 4 of 12 offloaded layers rose
     // by 17%). The manual schedule may name any layer.
-    if (!S.name) sched_update(); // a layer before the program's first CUDA call
-    s->passthrough = !E.manual && offloads_nothing();
-    if (s->passthrough && A.on) s->pt0 = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
+    if (!ao_sched_now.name) sched_update(); // a layer before the program's first CUDA call
+    s->passthrough = !ao_eng.manual && offloads_nothing();
+    if (s->passthrough && ao_auto.on) s->pt0 = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
     if (s->passthrough && (idle_mapped || ao_phys_idle())) { // the tracked scopes' left over
         idle_unmap(SIZE_MAX);
         ao_phys_trim();
     }
-    E.open = s;
+    ao_eng.open = s;
     __atomic_store_n(&ao_engine_open_scope, s, __ATOMIC_RELEASE);
     return leave(0);
 }
@@ -2139,11 +1899,11 @@ int ao_engine_layer_end(int layer)
     CHECK_ID("aoshim_layer_end", layer, AO_MAX_LAYERS);
     int rc = enter();
     if (rc) return rc;
-    ao_scope_t *s = E.open;
+    ao_scope_t *s = ao_eng.open;
     pthread_t self = pthread_self();
     if (!s) {
-        for (ao_scope_t *r = E.scopes; r; r = r->next)
-            if (r->recompute && !r->ended && r->layer == layer && r->mb == E.mb &&
+        for (ao_scope_t *r = ao_eng.scopes; r; r = r->next)
+            if (r->recompute && !r->ended && r->layer == layer && r->mb == ao_eng.mb &&
                 pthread_equal(r->thread, self)) {
                 r->ended = true;
                 return leave(0);
@@ -2162,7 +1922,7 @@ int ao_engine_layer_end(int layer)
                   layer);
         return leave(AOSHIM_ESTATE);
     }
-    E.open = NULL;
+    ao_eng.open = NULL;
     __atomic_store_n(&ao_engine_open_scope, NULL, __ATOMIC_RELEASE);
     s->ended = true;
     // Learn the layer for the next step: which allocations were temporaries
@@ -2176,15 +1936,15 @@ int ao_engine_layer_end(int layer)
             else
                 s->rec.saved += b->rsize;
         }
-    if (s->rec.saved > E.max_saved) E.max_saved = s->rec.saved;
+    if (s->rec.saved > ao_eng.max_saved) ao_eng.max_saved = s->rec.saved;
     if (s->passthrough) { // nothing tracked: what was learned when it was stays
         learn_free(&s->rec);
     } else {
-        learn_free(&E.learned[layer]);
-        E.learned[layer] = s->rec;
-        if (A.on) A.cur[layer] += s->rec.saved, A.tracked[layer / 64] |= 1ull << (layer % 64);
+        learn_free(&ao_eng.learned[layer]);
+        ao_eng.learned[layer] = s->rec;
+        if (ao_auto.on) ao_auto.cur[layer] += s->rec.saved, ao_auto.tracked[layer / 64] |= 1ull << (layer % 64);
     }
-    if (A.on) plan_check_shapes(s);
+    if (ao_auto.on) plan_check_shapes(s);
     if (s->ev_fwd0) timed_add(s->ev_fwd0, record(s->stream, true), TIMED_FWD, layer, s->mb, 0);
     s->ev_fwd0 = NULL;
     memset(&s->rec, 0, sizeof s->rec);
@@ -2203,34 +1963,34 @@ int ao_engine_backward_begin(int layer)
     CHECK_ID("aoshim_backward_begin", layer, AO_MAX_LAYERS);
     int rc = enter();
     if (rc) return rc;
-    int mb = E.mb;
+    int mb = ao_eng.mb;
     // Misuse changes nothing: every check comes before any state moves.
-    if (E.open) {
+    if (ao_eng.open) {
         WARN_ONCE("aoshim_backward_begin(%d) inside forward layer %d: end the layer first", layer,
-                  E.open->layer);
+                  ao_eng.open->layer);
         return leave(AOSHIM_ESTATE);
     }
-    if (E.bwd_open[mb]) {
+    if (ao_eng.bwd_open[mb]) {
         WARN_ONCE("aoshim_backward_begin(%d) while backward of layer %d is open", layer,
-                  E.bwd_open[mb] - 1);
+                  ao_eng.bwd_open[mb] - 1);
         return leave(AOSHIM_ESTATE);
     }
-    if (E.phase[mb] == PHASE_FORWARD) {
+    if (ao_eng.phase[mb] == PHASE_FORWARD) {
         if (!fwd_ran(layer, mb)) {
             WARN_ONCE("aoshim_backward_begin(%d): layer %d never ran forward (microbatch %d)",
                       layer, layer, mb);
             return leave(AOSHIM_ESTATE);
         }
-        E.phase[mb] = PHASE_BACKWARD;
-        if (E.max_fwd_layer + 1 > E.nlayers) {
-            E.nlayers = E.max_fwd_layer + 1;
+        ao_eng.phase[mb] = PHASE_BACKWARD;
+        if (ao_eng.max_fwd_layer + 1 > ao_eng.nlayers) {
+            ao_eng.nlayers = ao_eng.max_fwd_layer + 1;
             sched_update();
         }
     }
     release_point(mb, NULL);
-    E.bwd_open[mb] = layer + 1;
+    ao_eng.bwd_open[mb] = layer + 1;
     op_record(layer, mb, true);
-    if (E.live[mb] > 0) E.live[mb]--;
+    if (ao_eng.live[mb] > 0) ao_eng.live[mb]--;
     // Backward of layer L reads L's saved buffers and its input, which layer
     // L-1 produced: both must be back. Prefetch brings L-2 .. L-1-d back
     // while L runs. One needed now but not yet reloaded is a missed prefetch;
@@ -2241,17 +2001,17 @@ int ao_engine_backward_begin(int layer)
     // and a layer's latest scope is the one its backward reads.
     CUstream cs = current_stream();
     uint64_t seen[AO_MAX_LAYERS / 64] = {0};
-    bool after_compute = S.reload_after_compute && !E.manual;
-    for (ao_scope_t *s = E.scopes; s; s = s->next) {
+    bool after_compute = ao_sched_now.reload_after_compute && !ao_eng.manual;
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next) {
         int l = s->layer;
         if (s->mb != mb || s->recompute || l > layer || (seen[l / 64] >> (l % 64)) & 1) continue;
         seen[l / 64] |= 1ull << (l % 64);
         if (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING) continue;
         bool needed = l >= layer - 1;
-        if (!needed && (E.manual || S.layer[l].reload_at < layer)) continue;
+        if (!needed && (ao_eng.manual || ao_sched_now.layer[l].reload_at < layer)) continue;
         if (after_compute) { // after the compute stream's work so far (TransformerEngine)
             CUevent e = record(cs, false);
-            gpu_wait(E.h2d, e);
+            gpu_wait(ao_eng.h2d, e);
             event_put(e, false);
             after_compute = false;
         }
@@ -2281,9 +2041,9 @@ int ao_engine_backward_begin(int layer)
             }
     }
     if (w0) timed_add(w0, record(cs, true), AO_REC_WAIT, layer, mb, 0);
-    if (A.timing && E.ready) { // the layer's backward compute, after its waits
-        event_put(E.bwd0[mb], true);
-        E.bwd0[mb] = record(cs, true);
+    if (ao_auto.timing && ao_eng.ready) { // the layer's backward compute, after its waits
+        event_put(ao_eng.bwd0[mb], true);
+        ao_eng.bwd0[mb] = record(cs, true);
     }
     return leave(rc);
 }
@@ -2293,14 +2053,14 @@ int ao_engine_backward_end(int layer)
     CHECK_ID("aoshim_backward_end", layer, AO_MAX_LAYERS);
     int rc = enter();
     if (rc) return rc;
-    if (E.bwd_open[E.mb] != layer + 1) {
+    if (ao_eng.bwd_open[ao_eng.mb] != layer + 1) {
         WARN_ONCE("aoshim_backward_end(%d) without aoshim_backward_begin(%d)", layer, layer);
         return leave(AOSHIM_ESTATE);
     }
-    E.bwd_open[E.mb] = 0;
-    if (E.bwd0[E.mb]) {
-        timed_add(E.bwd0[E.mb], record(current_stream(), true), TIMED_BWD, layer, E.mb, 0);
-        E.bwd0[E.mb] = NULL;
+    ao_eng.bwd_open[ao_eng.mb] = 0;
+    if (ao_eng.bwd0[ao_eng.mb]) {
+        timed_add(ao_eng.bwd0[ao_eng.mb], record(current_stream(), true), TIMED_BWD, layer, ao_eng.mb, 0);
+        ao_eng.bwd0[ao_eng.mb] = NULL;
     }
     return leave(0);
 }
@@ -2309,42 +2069,42 @@ int ao_engine_step_end(void)
 {
     int rc = enter();
     if (rc) return rc;
-    if (E.open) { // misuse changes nothing: the layer stays open
-        WARN_ONCE("aoshim_step_end() while layer %d is open: end the layer first", E.open->layer);
+    if (ao_eng.open) { // misuse changes nothing: the layer stays open
+        WARN_ONCE("aoshim_step_end() while layer %d is open: end the layer first", ao_eng.open->layer);
         return leave(AOSHIM_ESTATE);
     }
-    bool first = E.steps++ == 0;
-    if (E.max_fwd_layer + 1 > E.nlayers) E.nlayers = E.max_fwd_layer + 1;
+    bool first = ao_eng.steps++ == 0;
+    if (ao_eng.max_fwd_layer + 1 > ao_eng.nlayers) ao_eng.nlayers = ao_eng.max_fwd_layer + 1;
     for (int i = 0; i < AO_MAX_MB; i++) {
-        E.phase[i] = PHASE_FORWARD;
-        E.bwd_open[i] = 0;
-        E.live[i] = 0;
-        if (E.fwd_ran[i]) memset(E.fwd_ran[i], 0, AO_MAX_LAYERS / 8);
+        ao_eng.phase[i] = PHASE_FORWARD;
+        ao_eng.bwd_open[i] = 0;
+        ao_eng.live[i] = 0;
+        if (ao_eng.fwd_ran[i]) memset(ao_eng.fwd_ran[i], 0, AO_MAX_LAYERS / 8);
     }
-    for (ao_scope_t *s = E.scopes; s; s = s->next) {
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next) {
         s->offload_pending = false;
         s->ended = true;
     }
-    E.mb = 0;
-    int before = A.planned ? A.plan.count : E.nlayers;
-    if (E.ready) timed_read();
-    if (A.on && E.ready && !E.manual) plan_step(); // the manual schedule is the program's
+    ao_eng.mb = 0;
+    int before = ao_auto.planned ? ao_auto.plan.count : ao_eng.nlayers;
+    if (ao_eng.ready) timed_read();
+    if (ao_auto.on && ao_eng.ready && !ao_eng.manual) plan_step(); // the manual schedule is the program's
     sched_update();
     // No layer tracked from now on (a policy or a plan that offloads
     // nothing): the idle physical memory of the tracked steps goes back to
     // the driver, where the real allocator, which serves the layers now, can
     // have it; otherwise the step would hold both. The host waits here, once,
     // for the releases under way.
-    if (E.ready && (first || (A.on && A.plan.count < before)) && offloads_nothing()) {
+    if (ao_eng.ready && (first || (ao_auto.on && ao_auto.plan.count < before)) && offloads_nothing()) {
         drain_locked();
         idle_unmap(SIZE_MAX);
         ao_phys_trim();
         ao_host_trim(); // and the host memory its copies pinned
-    } else if (E.ready && A.reshaped) {
+    } else if (ao_eng.ready && ao_auto.reshaped) {
         drain_locked();
         trim_to_learned();
     }
-    A.reshaped = false;
+    ao_auto.reshaped = false;
     ao_rec_step();
     return leave(0);
 }
@@ -2354,18 +2114,18 @@ int ao_engine_set_microbatch(int mb)
     CHECK_ID("aoshim_set_microbatch", mb, AO_MAX_MB);
     int rc = enter(); // a boundary like the others: releases are polled here too
     if (rc) return rc;
-    if (E.open) {
-        WARN_ONCE("aoshim_set_microbatch(%d) inside layer %d", mb, E.open->layer);
+    if (ao_eng.open) {
+        WARN_ONCE("aoshim_set_microbatch(%d) inside layer %d", mb, ao_eng.open->layer);
         return leave(AOSHIM_ESTATE);
     }
-    int prev = E.mb;
-    E.mb = mb;
+    int prev = ao_eng.mb;
+    ao_eng.mb = mb;
     // Another microbatch while this one's layers wait for their backward
     // (GPipe, 1F1B; gradient accumulation ends each backward first): the
     // measuring step's margin widens, 'all' takes every layer but the last
     // (sched.h).
-    if (mb != prev && E.live[prev] > 0 && !A.interleaved) {
-        A.interleaved = true;
+    if (mb != prev && ao_eng.live[prev] > 0 && !ao_auto.interleaved) {
+        ao_auto.interleaved = true;
         sched_update();
     }
     // Before a plan: what the schedule left of the other microbatches begun
@@ -2374,10 +2134,10 @@ int ao_engine_set_microbatch(int mb)
     // release point (a late copy is as safe as any: every use enqueued so
     // far comes first). So do the layers whose copy waited for a next
     // layer_begin of their own microbatch, but never a last layer.
-    if (S.min_held && mb != prev)
-        for (ao_scope_t *s = E.scopes; s; s = s->next)
+    if (ao_sched_now.min_held && mb != prev)
+        for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
             if (s->mb != mb && !s->recompute && s->state == AO_RESIDENT &&
-                E.phase[s->mb] == PHASE_FORWARD &&
+                ao_eng.phase[s->mb] == PHASE_FORWARD &&
                 (s->skipped || (s->offload_pending && s->release_passed))) {
                 s->skipped = false;
                 offload(s);
@@ -2404,12 +2164,12 @@ int ao_engine_set_schedule(int schedule)
     }
     int rc = enter();
     if (rc) return rc;
-    if (E.open) {
+    if (ao_eng.open) {
         WARN_ONCE("aoshim_set_schedule(%d) inside layer %d: end the layer first", schedule,
-                  E.open->layer);
+                  ao_eng.open->layer);
         return leave(AOSHIM_ESTATE);
     }
-    E.manual = schedule == AOSHIM_SCHEDULE_MANUAL;
+    ao_eng.manual = schedule == AOSHIM_SCHEDULE_MANUAL;
     return leave(0);
 }
 
@@ -2419,24 +2179,24 @@ static ao_scope_t *manual_scope(const char *fn, int layer, int *rc)
 {
     static int once_auto, once_ran, once_open;
     *rc = AOSHIM_ESTATE;
-    if (!E.manual) {
+    if (!ao_eng.manual) {
         ao_warn_once(&once_auto,
                      "%s(%d): only in the manual schedule (call "
                      "aoshim_set_schedule(AOSHIM_SCHEDULE_MANUAL) first)",
                      fn, layer);
         return NULL;
     }
-    if (!fwd_ran(layer, E.mb)) {
+    if (!fwd_ran(layer, ao_eng.mb)) {
         ao_warn_once(&once_ran, "%s(%d): layer %d has not run forward in this step (microbatch %d)",
-                     fn, layer, layer, E.mb);
+                     fn, layer, layer, ao_eng.mb);
         return NULL;
     }
-    if (E.open && E.open->layer == layer && E.open->mb == E.mb) {
+    if (ao_eng.open && ao_eng.open->layer == layer && ao_eng.open->mb == ao_eng.mb) {
         ao_warn_once(&once_open, "%s(%d): the layer is still open: end it first", fn, layer);
         return NULL;
     }
     *rc = 0;
-    return scope_find(layer, E.mb);
+    return scope_find(layer, ao_eng.mb);
 }
 
 int ao_engine_offload_layer(int layer)
@@ -2446,8 +2206,8 @@ int ao_engine_offload_layer(int layer)
     if (rc) return rc;
     ao_scope_t *s = manual_scope("aoshim_offload_layer", layer, &rc);
     if (!s) return leave(rc);
-    if (E.phase[E.mb] == PHASE_BACKWARD) {
-        WARN_ONCE("aoshim_offload_layer(%d): the backward of microbatch %d has begun", layer, E.mb);
+    if (ao_eng.phase[ao_eng.mb] == PHASE_BACKWARD) {
+        WARN_ONCE("aoshim_offload_layer(%d): the backward of microbatch %d has begun", layer, ao_eng.mb);
         return leave(AOSHIM_ESTATE);
     }
     s->wanted = true;
@@ -2497,7 +2257,7 @@ int ao_engine_set_stream(CUstream s)
     // yet, and the driver may not even be loaded: it is taken as given.)
     // The legacy and per-thread pseudo-handles are always valid.
     if (s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD &&
-        __atomic_load_n(&E.ready, __ATOMIC_ACQUIRE)) {
+        __atomic_load_n(&ao_eng.ready, __ATOMIC_ACQUIRE)) {
         // A handle is a pointer the driver reads: one that points at no
         // memory of this process would crash it, so ask the kernel first.
         long page = sysconf(_SC_PAGESIZE);
@@ -2523,9 +2283,9 @@ int ao_engine_keep(CUdeviceptr p)
     if (!p) return AOSHIM_EINVAL;
     if (ao_engine_off) return AOSHIM_EDISABLED;
     if (!ao_vmm_owns(p)) return 0; // not tracked: it is never offloaded anyway
-    pthread_mutex_lock(&E.mu);
-    ao_buffer_t *b = (ao_buffer_t *)(uintptr_t)ao_ptrmap_get(&buffers, p);
-    for (ao_scope_t *s = E.scopes; s && !b; s = s->next) // an interior pointer: search
+    pthread_mutex_lock(&ao_eng.mu);
+    ao_buffer_t *b = (ao_buffer_t *)(uintptr_t)ao_ptrmap_get(&ao_buffers, p);
+    for (ao_scope_t *s = ao_eng.scopes; s && !b; s = s->next) // an interior pointer: search
         for (ao_chunk_t *c = s->chunks; c && !b; c = c->next)
             if (p - c->base < c->size)
                 for (ao_buffer_t *x = c->buffers; x && !b; x = x->next)
@@ -2537,7 +2297,7 @@ int ao_engine_keep(CUdeviceptr p)
         b->kept = true;
         if (b->chunk->state == AO_OFFLOADED || b->chunk->state == AO_OFFLOADING) rc = AOSHIM_ESTATE;
     }
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
     if (rc == AOSHIM_ENOTFOUND) WARN_ONCE("aoshim_keep(%p): no live buffer there", (void *)p);
     if (rc == AOSHIM_ESTATE)
         WARN_ONCE("aoshim_keep(%p): the buffer is already offloaded; it comes back at its backward",
@@ -2676,7 +2436,7 @@ bool ao_engine_capture_end(uint64_t capture, CUgraph g, CUstream s)
         cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return false;
     if (!capture || ao_engine_off) return true;
-    pthread_mutex_lock(&E.mu);
+    pthread_mutex_lock(&ao_eng.mu);
     for (ao_pinset_t *p = pinsets; p; p = p->next)
         if (p->capture == capture) {
             p->capture = 0;
@@ -2688,14 +2448,14 @@ bool ao_engine_capture_end(uint64_t capture, CUgraph g, CUstream s)
                 pinset_drop(p);
             break;
         }
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
     return true;
 }
 
 void ao_engine_graph_instantiated(CUgraph g, CUgraphExec x)
 {
     if (ao_engine_off || !g || !x) return;
-    pthread_mutex_lock(&E.mu);
+    pthread_mutex_lock(&ao_eng.mu);
     ao_pinset_t *p = pinset_of_graph(g);
     ao_exec_t *e = p ? calloc(1, sizeof *e) : NULL;
     if (e) {
@@ -2709,13 +2469,13 @@ void ao_engine_graph_instantiated(CUgraph g, CUgraphExec x)
         WARN_ONCE("out of host memory recording a CUDA graph's buffers: they stay on the device");
         p->holders++;
     }
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
 }
 
 void ao_engine_graph_exec_destroyed(CUgraphExec x)
 {
     if (ao_engine_off || !x) return;
-    pthread_mutex_lock(&E.mu);
+    pthread_mutex_lock(&ao_eng.mu);
     for (ao_exec_t **pp = &execs; *pp;) {
         ao_exec_t *e = *pp;
         if (e->exec != x) {
@@ -2726,25 +2486,25 @@ void ao_engine_graph_exec_destroyed(CUgraphExec x)
         pinset_drop(e->set);
         free(e);
     }
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
 }
 
 void ao_engine_graph_destroyed(CUgraph g)
 {
     if (ao_engine_off || !g) return;
-    pthread_mutex_lock(&E.mu);
+    pthread_mutex_lock(&ao_eng.mu);
     ao_pinset_t *p = pinset_of_graph(g);
     if (p) {
         p->graph = NULL;
         pinset_drop(p);
     }
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
 }
 
 void ao_engine_graph_cloned(CUgraph from, CUgraph clone)
 {
     if (ao_engine_off || !from || !clone) return;
-    pthread_mutex_lock(&E.mu);
+    pthread_mutex_lock(&ao_eng.mu);
     ao_pinset_t *p = pinset_of_graph(from), *q = p ? pinset_new(0, clone) : NULL;
     for (unsigned i = 0; q && i < p->n; i++) {
         ao_chunk_t *c = p->pin[i].chunk;
@@ -2756,7 +2516,7 @@ void ao_engine_graph_cloned(CUgraph from, CUgraph clone)
         WARN_ONCE("out of host memory recording a CUDA graph's buffers: they stay on the device");
         p->holders++;
     }
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
 }
 
 // --- the safety net's slow path ---------------------------------------------------------------
@@ -2795,10 +2555,10 @@ static bool stream_capturing(CUstream s, uint64_t *id)
 const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
 {
     if (ao_engine_off) return NULL;
-    pthread_mutex_lock(&E.mu);
+    pthread_mutex_lock(&ao_eng.mu);
     ao_chunk_t *c = ao_vmm_owns(p) ? ao_vmm.owner[ao_vmm_index(p)] : NULL;
     if (!c) {
-        pthread_mutex_unlock(&E.mu);
+        pthread_mutex_unlock(&ao_eng.mu);
         return NULL;
     }
     note_stream_locked(s);
@@ -2858,7 +2618,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
                   "launch waits for it on the GPU (counted in the summary)",
                   what, sc->layer, sc->mb);
     }
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
     return c;
 }
 
@@ -2903,7 +2663,7 @@ static void event_destroy(CUevent *e)
 
 static void events_destroy_all(void)
 {
-    for (ao_scope_t *s = E.scopes; s; s = s->next) {
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next) {
         event_destroy(&s->ev_copied);
         event_destroy(&s->ev_release);
         event_destroy(&s->ev_reloaded);
@@ -2915,22 +2675,22 @@ static void events_destroy_all(void)
             c->nfree_ev = 0;
         }
     }
-    for (ao_deferred_t *d = E.deferred; d; d = d->next)
+    for (ao_deferred_t *d = ao_eng.deferred; d; d = d->next)
         for (int i = 0; i < d->nev; i++)
             event_destroy(&d->ev[i]);
-    for (int i = 0; i < E.ntimed; i++) {
-        event_destroy(&E.timed[i].ev0);
-        event_destroy(&E.timed[i].ev1);
+    for (int i = 0; i < ao_eng.ntimed; i++) {
+        event_destroy(&ao_eng.timed[i].ev0);
+        event_destroy(&ao_eng.timed[i].ev1);
     }
-    E.ntimed = 0;
+    ao_eng.ntimed = 0;
     for (int i = 0; i < AO_MAX_MB; i++)
-        event_destroy(&E.bwd0[i]);
-    while (E.nsync_events)
-        event_destroy(&E.sync_events[--E.nsync_events]);
-    while (E.ntiming_events)
-        event_destroy(&E.timing_events[--E.ntiming_events]);
-    event_destroy(&E.t0);
-    event_destroy(&E.last_reload);
+        event_destroy(&ao_eng.bwd0[i]);
+    while (ao_eng.nsync_events)
+        event_destroy(&ao_eng.sync_events[--ao_eng.nsync_events]);
+    while (ao_eng.ntiming_events)
+        event_destroy(&ao_eng.timing_events[--ao_eng.ntiming_events]);
+    event_destroy(&ao_eng.t0);
+    event_destroy(&ao_eng.last_reload);
 }
 
 // Everything given back; the first failure that stayed (after a second
@@ -2950,7 +2710,7 @@ static CUresult release_all(const char **what)
     events_destroy_all();
     bool all_unmapped = true;
     CUresult first = CUDA_SUCCESS;
-    for (ao_scope_t *s = E.scopes; s; s = s->next)
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
         for (ao_chunk_t *c = s->chunks; c; c = c->next) {
             ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
             for (ao_buffer_t *b = c->buffers; b; b = b->next)
@@ -2986,9 +2746,9 @@ static CUresult release_all(const char **what)
     r = (CUresult)ao_host_fini();
     if (driver_gone(r)) return r;
     if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r, *what = "unpinning host memory";
-    ao_real.cuStreamDestroy_v2(E.d2h);
-    ao_real.cuStreamDestroy_v2(E.h2d);
-    E.d2h = E.h2d = NULL;
+    ao_real.cuStreamDestroy_v2(ao_eng.d2h);
+    ao_real.cuStreamDestroy_v2(ao_eng.h2d);
+    ao_eng.d2h = ao_eng.h2d = NULL;
     return first;
 }
 
@@ -2997,7 +2757,7 @@ static CUresult release_all(const char **what)
 static bool lock_at_exit(void)
 {
     for (int i = 0; i < 200; i++) {
-        if (pthread_mutex_trylock(&E.mu) == 0) return true;
+        if (pthread_mutex_trylock(&ao_eng.mu) == 0) return true;
         usleep(500);
     }
     return false;
@@ -3005,39 +2765,39 @@ static bool lock_at_exit(void)
 
 void ao_engine_flush(void)
 {
-    if (!__atomic_load_n(&E.ready, __ATOMIC_ACQUIRE)) return;
+    if (!__atomic_load_n(&ao_eng.ready, __ATOMIC_ACQUIRE)) return;
     if (!lock_at_exit()) return; // the report goes without the last intervals rather than hang
-    if (E.ready) {
-        for (int i = 0; i < E.ntimed; i++)
-            if (E.timed[i].ev1) ao_real.cuEventSynchronize(E.timed[i].ev1);
+    if (ao_eng.ready) {
+        for (int i = 0; i < ao_eng.ntimed; i++)
+            if (ao_eng.timed[i].ev1) ao_real.cuEventSynchronize(ao_eng.timed[i].ev1);
         poll_locked();
         timed_read();
     }
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
 }
 
 void ao_engine_shutdown(void)
 {
-    if (!__atomic_load_n(&E.ready, __ATOMIC_ACQUIRE)) return;
+    if (!__atomic_load_n(&ao_eng.ready, __ATOMIC_ACQUIRE)) return;
     // Another thread of the program still running (exit() from one thread
     // while others train, an autograd thread pool) could touch a buffer
     // after its memory was given back: a fault. Then everything is left to
     // the driver, which reclaims it with the context.
     if (__atomic_load_n(&user_threads, __ATOMIC_ACQUIRE) > (ao_tls_thread_seen ? 1 : 0)) return;
     if (!lock_at_exit()) return; // left to the driver rather than hang the exit
-    if (!E.ready || shut) {
-        pthread_mutex_unlock(&E.mu);
+    if (!ao_eng.ready || shut) {
+        pthread_mutex_unlock(&ao_eng.mu);
         return;
     }
     // From here every hook passes through and the engine does nothing: a
     // thread still running, a later destructor, an atexit handler.
     shut = true;
     ao_engine_off = true;
-    E.ready = false;
-    E.failed = true;
-    E.open = NULL;
+    ao_eng.ready = false;
+    ao_eng.failed = true;
+    ao_eng.open = NULL;
     __atomic_store_n(&ao_engine_open_scope, NULL, __ATOMIC_RELEASE);
-    ao_ptrmap_clear(&buffers);
+    ao_ptrmap_clear(&ao_buffers);
 
     CUcontext cur = NULL;
     unsigned flags = 0;
@@ -3046,10 +2806,10 @@ void ao_engine_shutdown(void)
     CUresult r = ao_real.cuCtxGetCurrent(&cur);
     if (r == CUDA_SUCCESS) r = ao_real.cuDevicePrimaryCtxGetState(ao_vmm.device, &flags, &active);
     if (r == CUDA_SUCCESS && !active) r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    if (r == CUDA_SUCCESS && cur != E.ctx) r = ao_real.cuCtxSetCurrent(E.ctx);
+    if (r == CUDA_SUCCESS && cur != ao_eng.ctx) r = ao_real.cuCtxSetCurrent(ao_eng.ctx);
     if (r == CUDA_SUCCESS) {
         r = release_all(&what);
-        if (cur != E.ctx) ao_real.cuCtxSetCurrent(cur);
+        if (cur != ao_eng.ctx) ao_real.cuCtxSetCurrent(cur);
     }
     // A driver or context already gone took everything with it: nothing to say.
     if (r != CUDA_SUCCESS && !driver_gone(r))
@@ -3057,5 +2817,5 @@ void ao_engine_shutdown(void)
                "at exit, %s failed (CUDA error %d): what aoshim holds there is left "
                "to the driver",
                what, (int)r);
-    pthread_mutex_unlock(&E.mu);
+    pthread_mutex_unlock(&ao_eng.mu);
 }

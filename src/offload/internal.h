@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: MIT
+// What the parts of the offload engine share: the scope, chunk and buffer
+// types, the engine's state (ao_eng), the automatic plan's (ao_auto), the
+// schedule being carried out (ao_sched_now), and the functions one part
+// calls in another. Only offload/'s own .c files include it. The model:
+//
+//   scope (layer, microbatch) --< chunk (one VA range, mapped as a unit)
+//                                    --< buffer (a program allocation)
+//
+// A chunk moves as a unit: it is resident, being copied out, offloaded
+// (unmapped), or being copied back. Buffers are sub-allocated in their
+// scope's chunks, so a layer costs one map, one set-access and one unmap per
+// offload/reload cycle however many tensors it saves. From the second step
+// on, each layer's chunk is sized from what the same layer saved in the last
+// step, and allocations that were freed inside their layer (temporaries)
+// pass straight through to the real allocator, which reuses them best.
+//
+// Everything here is under ao_eng.mu unless its comment says otherwise.
+#ifndef AO_OFFLOAD_INTERNAL_H
+#define AO_OFFLOAD_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aoshim.h"
+#include "config.h"
+#include "cuda/guard.h"
+#include "cuda/real.h"
+#include "log.h"
+#include "mem/extent.h"
+#include "mem/hostpool.h"
+#include "mem/ptrmap.h"
+#include "mem/vmm.h"
+#include "offload/engine.h"
+#include "offload/fence.h"
+#include "offload/plan.h"
+#include "offload/sched.h"
+#include "report/record.h"
+#include "stats.h"
+
+#define AO_MAX_MB          1024 // microbatch ids 0..1023
+#define AO_MAX_STREAMS     64   // streams a cudaFree must wait for
+#define AO_MAX_FREE_EVENTS (AO_MAX_STREAMS + 2)
+#define AO_ALIGN           512ull // sub-allocation alignment (cudaMalloc guarantees 256)
+#define AO_EVENT_CACHE     256
+#define AO_MAX_TIMED       256 // GPU intervals waiting to be read; past that, not timed
+
+typedef struct ao_scope_s ao_scope_t;
+typedef struct ao_chunk_s ao_chunk_t;
+
+typedef struct ao_buffer_s {
+    CUdeviceptr addr;
+    size_t size;  // as requested
+    size_t rsize; // rounded to AO_ALIGN: what it occupies in its chunk
+    ao_chunk_t *chunk;
+    void *host;   // pinned slot while a host copy exists
+    unsigned seq; // allocation number within its scope
+    int site;     // the report's call site, -1 if none
+    bool kept, freed;
+    struct ao_buffer_s *next;
+} ao_buffer_t;
+
+struct ao_chunk_s {
+    CUdeviceptr base;
+    size_t size;
+    ao_phys_t phys;
+    bool mapped;
+    ao_state_t state;
+    ao_scope_t *scope;
+    ao_buffer_t *buffers;
+    unsigned nlive;    // buffers not freed
+    bool retiring;     // every buffer freed: released when its events complete
+    ao_extents_t free; // unused space inside the chunk
+    // The one stream a launch may use this chunk on without the engine: while
+    // being copied out, before its release point, the layer's own stream;
+    // while reloading, the stream already made to wait for the reload.
+    CUstream safe_stream;
+    // Captured work that a graph may replay touches it: while any pin lasts,
+    // it stays on the device (a replay cannot wait for a reload). One per
+    // pin set (graph pins below) naming it with this generation.
+    unsigned graph_pins;
+    unsigned gen;  // bumped at each recycle: a pin of an earlier life is stale
+    bool reloaded; // came back this step: another stream must wait for that once
+    // Brought back ahead of its backward (prefetch) and untouched since: its
+    // host copy is kept, so the memory can be taken back when the program
+    // runs out (ao_engine_trim) and the layer reloaded at its backward.
+    bool prefetched;
+    bool prepared;   // host slots taken, copies about to be queued
+    bool stays;      // the part of a layer the schedule keeps on the device
+    bool split;      // a chunk of a layer offloaded in part (stays or not): sizes the pool lacks
+    CUevent ev_copy; // after the copies of a cancelled offload, still reading it
+    // Frees that the scope's own stream does not order (another stream's
+    // cudaFreeAsync, a cudaFree): their events, which any release waits for.
+    int nfree_ev;
+    CUevent free_ev[AO_MAX_FREE_EVENTS];
+    CUstream free_ev_stream[AO_MAX_FREE_EVENTS];
+    struct ao_chunk_s *next;
+};
+
+// What the same layer did in the last step: per allocation, its size and
+// whether it was a temporary (freed inside the layer) or kept.
+// LEARN_GONE: tracked, but freed after its layer ended and before its copy
+// out started (a later layer consumed it): offloading it saves nothing.
+enum { LEARN_TEMP = 1, LEARN_KEPT = 2, LEARN_GONE = 4 };
+typedef struct ao_learn_s {
+    unsigned n;
+    uint64_t saved; // bytes (rounded) alive at layer_end in tracked chunks
+    uint64_t *size;
+    uint8_t *flags;
+} ao_learn_t;
+
+struct ao_scope_s {
+    int layer, mb;
+    bool recompute, ended, release_recorded;
+    bool offload_pending; // ended forward layer: copied out at its release point
+    bool release_passed;  // ...which has passed, but the copy waits for the next layer_begin
+                          // (or, in the manual schedule, for aoshim_offload_layer)
+    bool skipped;         // its release point passed while the schedule did not select it
+    bool wanted;          // manual schedule: aoshim_offload_layer asked for this layer
+    bool passthrough;     // a layer the policy does not offload: nothing of it is tracked
+    ao_state_t state;
+    CUstream stream;  // the compute stream at layer_begin
+    pthread_t thread; // the thread that began the layer
+    ao_chunk_t *chunks;
+    CUevent ev_copied;      // offload stream, after the copies
+    CUevent ev_release;     // compute stream, end of the next layer: the copies start there
+    CUevent ev_reloaded;    // reload stream, after the copies
+    CUevent ev_fwd0;        // timing, at layer_begin (ao_auto.timing)
+    ao_learn_t rec;         // this scope's allocations, learned at layer_end
+    const ao_learn_t *plan; // last step's record of this layer, if any
+    // A layer offloaded in part (the schedule's part): per allocation of the
+    // plan, 1 if it stays; and the bytes planned for each kind of chunk.
+    uint8_t *stays;
+    uint64_t part_goes, part_stays;
+    uint64_t pt0;           // passthrough: the real allocator's bytes at layer_begin (auto)
+    struct ao_scope_s *next;
+};
+
+// Memory released when its events complete: a chunk whose buffers are all
+// freed, or a host slot.
+typedef struct ao_deferred_s {
+    ao_chunk_t *chunk; // NULL: only the host slot below
+    void *host;
+    size_t host_size;
+    int nev;
+    CUevent ev[AO_MAX_FREE_EVENTS];
+    struct ao_deferred_s *next;
+} ao_deferred_t;
+
+typedef enum { PHASE_FORWARD, PHASE_BACKWARD } ao_phase_t;
+
+// A GPU interval between two timing events, read once both are complete.
+typedef struct ao_timed_s {
+    CUevent ev0, ev1;
+    uint8_t kind; // enum ao_rec_kind, or the engine's own TIMED_* below
+    int layer, mb;
+    uint64_t bytes;
+} ao_timed_t;
+
+// The engine's state.
+typedef struct ao_engine_s {
+    pthread_mutex_t mu;
+    bool ready, failed;
+    CUcontext ctx;
+    CUstream d2h, h2d;  // one stream per copy direction: both copy engines work
+    ao_scope_t *scopes; // newest first
+    ao_scope_t *open;   // the forward scope allocations go to
+    ao_deferred_t *deferred;
+    CUevent sync_events[AO_EVENT_CACHE], timing_events[AO_EVENT_CACHE];
+    int nsync_events, ntiming_events;
+    CUstream streams[AO_MAX_STREAMS];
+    int nstreams;
+    CUevent t0;                     // the reference for GPU times in the report
+    CUevent last_reload;            // re-recorded after every batch of copies back
+    ao_timed_t timed[AO_MAX_TIMED]; // GPU intervals (copies, waits) not yet read
+    int ntimed;
+    int mb;
+    // The manual schedule (aoshim_set_schedule): only the layers the program
+    // names are copied out, and nothing comes back before it asks, except
+    // what a kernel needs now.
+    bool manual;
+    int nlayers;    // layers in a forward pass, known once a backward began
+    unsigned steps; // step_end calls
+    int max_fwd_layer;
+    uint64_t max_saved; // the most a layer's forward saved (the measuring step's margin)
+    ao_phase_t phase[AO_MAX_MB];
+    int bwd_open[AO_MAX_MB]; // layer + 1 of the open backward, 0 if none
+    int live[AO_MAX_MB];     // forwards begun this step less backwards begun
+    // Per microbatch, one bit per layer whose forward began this step
+    // (allocated at the microbatch's first layer). Scopes cannot answer
+    // "did layer L run forward": one that tracked nothing is gone at the
+    // next boundary, and any layer may track nothing.
+    uint64_t *fwd_ran[AO_MAX_MB];
+    ao_learn_t learned[AO_MAX_LAYERS];
+    CUevent bwd0[AO_MAX_MB]; // timing, at backward_begin (auto)
+} ao_engine_t;
+extern ao_engine_t ao_eng;
+
+extern ao_ptrmap_t ao_buffers; // address -> ao_buffer_t *
+
+// AOSHIM_OFFLOAD_LAYERS=auto: what the steps measured, and the plan made
+// from them (offload/plan.h). Under the engine's lock.
+// Engine-only kinds of ao_eng.timed, beside AO_REC_*. TIMED_IDLE: the compute
+// stream idled inside a forward layer while the host waited in chunk_map; it
+// is taken off that layer's TIMED_FWD interval when that one is read.
+enum { TIMED_FWD = 16, TIMED_BWD, TIMED_IDLE };
+typedef struct ao_auto_s {
+    bool on, planned;
+    uint64_t budget;
+    uint64_t bytes[AO_MAX_LAYERS], cur[AO_MAX_LAYERS]; // saved per layer: last step, this one
+    uint64_t tracked[AO_MAX_LAYERS / 64]; // layers tracked this step (the others kept their bytes)
+    uint64_t fwd_ns[AO_MAX_LAYERS], bwd_ns[AO_MAX_LAYERS]; // the latest measured
+    uint64_t d2h_bytes, d2h_ns, h2d_bytes, h2d_ns;         // the link, as the copies went
+    int mbs, max_mb;                                       // microbatches in a step
+    // The order of a step's layers (plan.h): the one being recorded, and the
+    // last step's if it was a whole one (nops 0: none, GPipe's assumed).
+    ao_plan_op_t *rec_ops, *ops;
+    int rec_nops, rec_cap, nops, ops_cap;
+    bool rec_over;
+    bool interleaved; // a microbatch was left with layers alive for another (not accumulation)
+    unsigned plans;
+    const char *why;      // what made the next plan necessary, NULL: the step
+    const char *said_why; // ... and the current plan's, kept in its report row
+    ao_plan_t plan;
+    // What a scope of each layer is expected to save this step (one
+    // microbatch's): last step's, or scaled when the shapes changed
+    // (plan_reshape), which happened this step if reshaped.
+    uint64_t want[AO_MAX_LAYERS];
+    uint64_t passed[AO_MAX_LAYERS]; // ... and gained by the real allocator, passed through
+    uint64_t peak_without;          // the last measured step's
+    uint64_t fwd_est[AO_MAX_LAYERS], bwd_est[AO_MAX_LAYERS]; // times, not measured since
+    bool reshaped;
+    char shape_why[128];
+    // A layer's copy out was still running when its scheduled reload came
+    // (the reload cancelled it), see copy_too_late: per layer, the prefetch
+    // distance of the plan then; under 'all', late_from on is not offloaded.
+    uint8_t late_d[AO_MAX_LAYERS];
+    bool late;
+    int late_from;
+    char late_why[96];
+    // Layers' forward and backward GPU time is measured for the planner and
+    // for the report's compute lane (AOSHIM_REPORT_HTML, AOSHIM_TRACE): two
+    // events per layer and pass, never otherwise.
+    bool timing;
+} ao_auto_t;
+extern ao_auto_t ao_auto;
+
+// The schedule the engine carries out (offload/sched.h): which layers, and
+// when their copies start, their memory goes and they come back. Remade
+// when what it depends on changes: the layer count, the plan, the budget
+// (ao_sched_update).
+extern ao_sched_t ao_sched_now;
+
+#define WARN_ONCE(...)                                                                             \
+    do {                                                                                           \
+        static int once_;                                                                          \
+        ao_warn_once(&once_, __VA_ARGS__);                                                         \
+    } while (0)
+
+#endif // AO_OFFLOAD_INTERNAL_H
