@@ -20,177 +20,6 @@ AO_TLS bool ao_tls_stream_set;
 AO_TLS bool ao_tls_stream_explicit; // set by aoshim_set_stream: launches do not change it
 AO_TLS CUstream ao_tls_noted;
 void *ao_engine_open_scope; // ao_eng.open, for the lock-free check
-// --- events ---------------------------------------------------------------------------
-static CUevent event_get(bool timing)
-{
-    // Before the engine is up (boundaries in a process that has not used
-    // CUDA yet) there is nothing to order, and no driver to ask.
-    if (!ao_eng.ready) return NULL;
-    if (timing && ao_eng.ntiming_events) return ao_eng.timing_events[--ao_eng.ntiming_events];
-    if (!timing && ao_eng.nsync_events) return ao_eng.sync_events[--ao_eng.nsync_events];
-    CUevent e = NULL;
-    if (ao_real.cuEventCreate(&e, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING) !=
-        CUDA_SUCCESS)
-        return NULL;
-    return e;
-}
-
-static void event_put(CUevent e, bool timing)
-{
-    if (!e) return;
-    int *n = timing ? &ao_eng.ntiming_events : &ao_eng.nsync_events;
-    CUevent *v = timing ? ao_eng.timing_events : ao_eng.sync_events;
-    if (*n < AO_EVENT_CACHE)
-        v[(*n)++] = e;
-    else
-        ao_real.cuEventDestroy_v2(e);
-}
-
-// A fresh event recorded on s. When no event can be created or recorded,
-// the host waits for s instead and NULL is returned: NULL always means
-// "complete", and is never a guess (treating a missing event as complete
-// released memory that kernels still used).
-static void record_failed(CUstream s)
-{
-    WARN_ONCE("recording a CUDA event failed: the host waits for the stream instead");
-    ao_real.cuStreamSynchronize(s);
-}
-
-static CUevent record(CUstream s, bool timing)
-{
-    CUevent e = event_get(timing);
-    if (e && ao_real.cuEventRecord(e, s) == CUDA_SUCCESS) return e;
-    // Once more (the failure may have been passing): an event other threads
-    // can wait on orders their streams on the GPU; a host wait orders only
-    // this thread's later work (the simulator's race checker showed a reload
-    // not ordered before another thread's copy).
-    if (e && ao_real.cuEventRecord(e, s) == CUDA_SUCCESS) return e;
-    event_put(e, timing);
-    record_failed(s);
-    return NULL;
-}
-
-// Record again an event that others may already wait on (a later point of
-// the same stream covers the earlier one); on failure, as record().
-static void rerecord(CUevent e, CUstream s)
-{
-    if (ao_real.cuEventRecord(e, s) != CUDA_SUCCESS && ao_real.cuEventRecord(e, s) != CUDA_SUCCESS)
-        record_failed(s);
-}
-
-// Stream s waits on the GPU for e; if the driver refuses, the host waits for
-// e before anything more is enqueued on s.
-static void gpu_wait(CUstream s, CUevent e)
-{
-    if (!e || ao_real.cuStreamWaitEvent(s, e, 0) == CUDA_SUCCESS) return;
-    WARN_ONCE("cuStreamWaitEvent failed: the host waits for the event instead");
-    ao_real.cuEventSynchronize(e);
-}
-
-// Complete as far as the host can tell. A query that fails (rather than
-// answering "not ready") is no answer: the host waits for the event, and
-// only if that fails too (a context torn down, where nothing can still run)
-// does it count as complete.
-static bool done(CUevent e)
-{
-    if (!e) return true;
-    CUresult r = ao_real.cuEventQuery(e);
-    if (r == CUDA_SUCCESS) return true;
-    if (r == CUDA_ERROR_NOT_READY) return false;
-    WARN_ONCE("cuEventQuery failed (CUDA error %d): the host waits for the event instead", (int)r);
-    ao_real.cuEventSynchronize(e);
-    return true;
-}
-
-static uint64_t elapsed_ns(CUevent a, CUevent b)
-{
-    float ms = 0;
-    if (!a || !b || ao_real.cuEventElapsedTime_v2(&ms, a, b) != CUDA_SUCCESS || ms < 0) return 0;
-    return (uint64_t)((double)ms * 1e6 + 0.5);
-}
-
-// Time [ev0, ev1] on the GPU once both have completed (timing events).
-static void timed_add(CUevent ev0, CUevent ev1, int kind, int layer, int mb, uint64_t bytes)
-{
-    if (ev0 && ev1 && ao_eng.ntimed < AO_MAX_TIMED) {
-        ao_eng.timed[ao_eng.ntimed].ev0 = ev0;
-        ao_eng.timed[ao_eng.ntimed].ev1 = ev1;
-        ao_eng.timed[ao_eng.ntimed].kind = (uint8_t)kind;
-        ao_eng.timed[ao_eng.ntimed].layer = layer;
-        ao_eng.timed[ao_eng.ntimed].mb = mb;
-        ao_eng.timed[ao_eng.ntimed].bytes = bytes;
-        ao_eng.ntimed++;
-        return;
-    }
-    event_put(ev0, true);
-    event_put(ev1, true);
-}
-
-// --- streams ----------------------------------------------------------------------------
-static CUstream current_stream(void)
-{
-    return ao_tls_stream_set ? ao_tls_stream : CU_STREAM_LEGACY;
-}
-
-static void note_stream_locked(CUstream s)
-{
-    for (int i = 0; i < ao_eng.nstreams; i++)
-        if (ao_eng.streams[i] == s) return;
-    if (ao_eng.nstreams < AO_MAX_STREAMS)
-        ao_eng.streams[ao_eng.nstreams++] = s;
-    else
-        WARN_ONCE("more than %d streams in use: a cudaFree of a tracked buffer waits for the first "
-                  "%d only",
-                  AO_MAX_STREAMS, AO_MAX_STREAMS);
-}
-
-// Threads of the program that went through aoshim and have not exited (the
-// main thread never runs key destructors: it counts until the process ends).
-static int user_threads;
-static pthread_key_t user_key;
-static pthread_once_t user_once = PTHREAD_ONCE_INIT;
-AO_TLS bool ao_tls_thread_seen;
-
-static void user_gone(void *unused)
-{
-    (void)unused;
-    __atomic_sub_fetch(&user_threads, 1, __ATOMIC_ACQ_REL);
-}
-
-static void user_key_init(void)
-{
-    pthread_key_create(&user_key, user_gone);
-}
-
-void ao_engine_thread_seen_slow(void)
-{
-    ao_tls_thread_seen = true;
-    pthread_once(&user_once, user_key_init);
-    pthread_setspecific(user_key, (void *)1);
-    __atomic_add_fetch(&user_threads, 1, __ATOMIC_ACQ_REL);
-}
-
-void ao_engine_note_stream_slow(CUstream s)
-{
-    ao_engine_thread_seen();
-    if (!ao_tls_stream_explicit || !ao_tls_stream_set) ao_tls_stream = s;
-    ao_tls_noted = s;
-    ao_tls_stream_set = true;
-    pthread_mutex_lock(&ao_eng.mu);
-    note_stream_locked(s);
-    pthread_mutex_unlock(&ao_eng.mu);
-}
-
-void ao_engine_forget_stream(CUstream s)
-{
-    if (ao_tls_stream_set && ao_tls_stream == s) ao_tls_stream_set = ao_tls_stream_explicit = false;
-    if (ao_tls_noted == s) ao_tls_noted = NULL;
-    pthread_mutex_lock(&ao_eng.mu);
-    for (int i = 0; i < ao_eng.nstreams; i++)
-        if (ao_eng.streams[i] == s) ao_eng.streams[i] = ao_eng.streams[--ao_eng.nstreams];
-    pthread_mutex_unlock(&ao_eng.mu);
-}
-
 // --- start-up ---------------------------------------------------------------------------
 // The driver is brought up at the first tracked allocation, or at a control
 // call once the program has used CUDA; never in the constructor. The calling
@@ -222,14 +51,14 @@ static bool ensure_ready(void)
     }
     ao_eng.ctx = c;
     ao_eng.ready = true;
-    ao_eng.t0 = record(ao_eng.d2h, true);
-    ao_eng.last_reload = event_get(false);
+    ao_eng.t0 = ao_ev_record(ao_eng.d2h, true);
+    ao_eng.last_reload = ao_event_get(false);
     char name[256] = "";
     size_t total = 0;
     ao_real.cuDeviceGetName(name, sizeof name, ao_vmm.device);
     ao_real.cuDeviceTotalMem_v2(&total, ao_vmm.device);
     ao_rec_device(name, total);
-    note_stream_locked(CU_STREAM_LEGACY);
+    ao_note_stream_locked(CU_STREAM_LEGACY);
     ao_auto.on = ao_config.offload_layers.kind == AO_LAYERS_AUTO;
     ao_auto.timing = ao_auto.on || ao_config.report_html || ao_config.trace;
     if (ao_auto.on) plan_budget();
@@ -243,7 +72,6 @@ static bool ensure_ready(void)
 // usable: the release waits for every launch checked before it (see
 // release_point). Past it, any use is the engine's business. Reloading, it is
 // usable on the stream already made to wait for it.
-static void host_slots_free(ao_chunk_t *c);
 
 // Written under the engine's lock, read by the launch scan without it.
 static void set_safe_stream(ao_chunk_t *c, CUstream s)
@@ -251,7 +79,7 @@ static void set_safe_stream(ao_chunk_t *c, CUstream s)
     __atomic_store_n(&c->safe_stream, s, __ATOMIC_RELAXED);
 }
 
-static void chunk_set(ao_chunk_t *c, ao_state_t st)
+void ao_chunk_set(ao_chunk_t *c, ao_state_t st)
 {
     c->state = st;
     // Reloaded, it stays usable without the engine only on the stream that
@@ -268,7 +96,7 @@ static void chunk_set(ao_chunk_t *c, ao_state_t st)
 
 // False when the mapping stays: a chunk marked unmapped while still mapped
 // made its next map at the same address fail, and the layer was refused.
-static bool chunk_unmap(ao_chunk_t *c)
+bool ao_chunk_unmap(ao_chunk_t *c)
 {
     CUresult r = ao_phys_unmap(c->base, c->size, &c->phys);
     if (r != CUDA_SUCCESS) r = ao_phys_unmap(c->base, c->size, &c->phys); // may have been passing
@@ -287,8 +115,6 @@ static bool chunk_unmap(ao_chunk_t *c)
 // otherwise map every layer before any release happened, and the peak would
 // be the peak without offloading. The wait blocks the host only while the
 // GPU still has queued work, so the GPU does not idle.
-static bool wait_one_release(void);
-static void drain_locked(void);
 
 // Chunks whose buffers are all freed stay mapped, address and memory, for a
 // chunk of the same size to come (the same layer, next step): mapping costs
@@ -337,7 +163,7 @@ static void idle_ordered(ao_idle_t *i)
 {
     for (int k = 0; k < i->nev; k++) {
         ao_real.cuEventSynchronize(i->ev[k]);
-        event_put(i->ev[k], false);
+        ao_event_put(i->ev[k], false);
     }
     i->nev = 0;
 }
@@ -409,13 +235,13 @@ static CUresult chunk_map(ao_chunk_t *c)
     // exposed time the step had. Timed, and taken off the layer's time.
     ao_scope_t *s = c->scope;
     CUevent idle0 = NULL;
-    if (ao_phys_idle() < c->size && s == ao_eng.open && s->ev_fwd0) idle0 = record(s->stream, true);
+    if (ao_phys_idle() < c->size && s == ao_eng.open && s->ev_fwd0) idle0 = ao_ev_record(s->stream, true);
     while (ao_phys_idle() < c->size &&
-           (idle_unmap_for(c->size - ao_phys_idle(), c->size) || wait_one_release())) {
+           (idle_unmap_for(c->size - ao_phys_idle(), c->size) || ao_wait_one_release())) {
     }
     CUresult r = ao_phys_map(c->base, c->size, &c->phys, c->split);
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        drain_locked();
+        ao_drain_locked();
         idle_unmap(SIZE_MAX);
         r = ao_phys_map(c->base, c->size, &c->phys, c->split);
     } else if (r != CUDA_SUCCESS) {
@@ -428,7 +254,7 @@ static CUresult chunk_map(ao_chunk_t *c)
         c->mapped = true;
         ao_stat_device(0, (int64_t)c->size, 0);
     }
-    if (idle0) timed_add(idle0, record(s->stream, true), TIMED_IDLE, s->layer, s->mb, 0);
+    if (idle0) ao_timed_add(idle0, ao_ev_record(s->stream, true), TIMED_IDLE, s->layer, s->mb, 0);
     return r;
 }
 
@@ -479,14 +305,14 @@ static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size, bool split)
     }
     if ((!c->mapped && chunk_map(c) != CUDA_SUCCESS) ||
         ao_extents_give(&c->free, c->base, size) < 0) {
-        if (!c->mapped || chunk_unmap(c)) ao_va_free(c->base, size);
+        if (!c->mapped || ao_chunk_unmap(c)) ao_va_free(c->base, size);
         ao_extents_clear(&c->free);
         chunk_recycle(c);
         return NULL;
     }
     ao_stat_device(0, 0, (int64_t)size);
     ao_rec_memory(s->layer, (int64_t)size, 0);
-    chunk_set(c, AO_RESIDENT);
+    ao_chunk_set(c, AO_RESIDENT);
     c->next = s->chunks;
     s->chunks = c;
     return c;
@@ -498,7 +324,7 @@ static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size, bool split)
 // the mapping is not kept). Returns whether it took them.
 static bool offloads_nothing(void);
 
-static bool chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
+bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
 {
     bool took = false;
     for (ao_buffer_t *b = c->buffers, *n; b; b = n) {
@@ -519,7 +345,7 @@ static bool chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
         c->mapped = false; // the mapping is the cache's now
         ao_stat_device(0, -(int64_t)c->size, 0);
     } else {
-        bool unmapped = !c->mapped || chunk_unmap(c);
+        bool unmapped = !c->mapped || ao_chunk_unmap(c);
         // AOSHIM_CHECK: the address stays reserved and unmapped for good, so
         // a use after free faults instead of finding a later buffer there. A
         // range still mapped is never handed out again either.
@@ -527,9 +353,9 @@ static bool chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
     }
     if (none) ao_phys_trim();
     ao_extents_clear(&c->free);
-    event_put(c->ev_copy, false);
+    ao_event_put(c->ev_copy, false);
     for (int i = 0; i < c->nfree_ev; i++)
-        event_put(c->free_ev[i], false);
+        ao_event_put(c->free_ev[i], false);
     ao_stat_device(0, 0, -(int64_t)c->size);
     for (ao_chunk_t **pp = &c->scope->chunks; *pp; pp = &(*pp)->next)
         if (*pp == c) {
@@ -540,10 +366,10 @@ static bool chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
     return took;
 }
 
-static bool free_events_done(const ao_chunk_t *c)
+bool ao_free_events_done(const ao_chunk_t *c)
 {
     for (int i = 0; i < c->nfree_ev; i++)
-        if (!done(c->free_ev[i])) return false;
+        if (!ao_ev_done(c->free_ev[i])) return false;
     return true;
 }
 
@@ -560,9 +386,9 @@ static void chunk_retire(ao_chunk_t *c)
 {
     c->retiring = true;
     bool copying =
-        (c->ev_copy && !done(c->ev_copy)) || c->state == AO_OFFLOADING || c->state == AO_RELOADING;
-    if (!c->mapped && !copying && free_events_done(c)) {
-        chunk_release(c, NULL, 0); // offloaded: nothing on the device uses it
+        (c->ev_copy && !ao_ev_done(c->ev_copy)) || c->state == AO_OFFLOADING || c->state == AO_RELOADING;
+    if (!c->mapped && !copying && ao_free_events_done(c)) {
+        ao_chunk_release(c, NULL, 0); // offloaded: nothing on the device uses it
         return;
     }
     ao_deferred_t *d = calloc(1, sizeof *d);
@@ -570,17 +396,17 @@ static void chunk_retire(ao_chunk_t *c)
         // No memory to defer: wait for the whole device. Rare enough that
         // blocking this one caller is the honest fallback.
         for (int i = 0; i < ao_eng.nstreams; i++) {
-            CUevent e = record(ao_eng.streams[i], false);
-            if (e) ao_real.cuEventSynchronize(e), event_put(e, false);
+            CUevent e = ao_ev_record(ao_eng.streams[i], false);
+            if (e) ao_real.cuEventSynchronize(e), ao_event_put(e, false);
         }
         ao_real.cuStreamSynchronize(ao_eng.d2h);
         ao_real.cuStreamSynchronize(ao_eng.h2d);
-        chunk_release(c, NULL, 0);
+        ao_chunk_release(c, NULL, 0);
         return;
     }
     d->chunk = c;
-    d->ev[d->nev++] = record(c->scope->stream, false);
-    if (copying) d->ev[d->nev++] = record(c->state == AO_RELOADING ? ao_eng.h2d : ao_eng.d2h, false);
+    d->ev[d->nev++] = ao_ev_record(c->scope->stream, false);
+    if (copying) d->ev[d->nev++] = ao_ev_record(c->state == AO_RELOADING ? ao_eng.h2d : ao_eng.d2h, false);
     defer(d);
 }
 
@@ -608,17 +434,17 @@ static bool learn_push(ao_learn_t *l, uint64_t size, uint8_t flags)
     return true;
 }
 
-static void scope_destroy(ao_scope_t *s)
+void ao_scope_destroy(ao_scope_t *s)
 {
     for (ao_scope_t **pp = &ao_eng.scopes; *pp; pp = &(*pp)->next)
         if (*pp == s) {
             *pp = s->next;
             break;
         }
-    event_put(s->ev_release, false);
-    event_put(s->ev_copied, false);
-    event_put(s->ev_reloaded, false);
-    event_put(s->ev_fwd0, true);
+    ao_event_put(s->ev_release, false);
+    ao_event_put(s->ev_copied, false);
+    ao_event_put(s->ev_reloaded, false);
+    ao_event_put(s->ev_fwd0, true);
     learn_free(&s->rec);
     free(s->stays);
     free(s);
@@ -629,170 +455,6 @@ static ao_scope_t *scope_find(int layer, int mb)
     for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
         if (s->layer == layer && s->mb == mb && !s->recompute) return s;
     return NULL;
-}
-
-// --- polling: act on what the GPU has finished; never blocks -----------------------------
-// The idle time timed inside forward layer (layer, mb) between a and b; its
-// intervals are taken out. One of an earlier pass of the layer (its own
-// interval went untimed) is outside [a, b]: taken out, not counted.
-static uint64_t fwd_idle_ns(int layer, int mb, uint64_t a, uint64_t b)
-{
-    uint64_t idle = 0;
-    for (int j = 0; j < ao_eng.ntimed;) {
-        if (ao_eng.timed[j].kind != TIMED_IDLE || ao_eng.timed[j].layer != layer || ao_eng.timed[j].mb != mb ||
-            !done(ao_eng.timed[j].ev1)) {
-            j++;
-            continue;
-        }
-        uint64_t ia = elapsed_ns(ao_eng.t0, ao_eng.timed[j].ev0), ib = elapsed_ns(ao_eng.t0, ao_eng.timed[j].ev1);
-        if (ia >= a && ib <= b && ib > ia) idle += ib - ia;
-        event_put(ao_eng.timed[j].ev0, true);
-        event_put(ao_eng.timed[j].ev1, true);
-        ao_eng.timed[j] = ao_eng.timed[--ao_eng.ntimed];
-    }
-    return idle < b - a ? idle : 0;
-}
-
-// Read the GPU intervals that are complete: layers' forward and backward
-// times for the planner, copies and waits for the report.
-static void timed_read(void)
-{
-    static const ao_stat_t stat_of[] = {[AO_REC_D2H] = AO_STAT_D2H_COPY_NS,
-                                        [AO_REC_H2D] = AO_STAT_H2D_COPY_NS,
-                                        [AO_REC_WAIT] = AO_STAT_RELOAD_WAIT_NS};
-    for (int i = 0; i < ao_eng.ntimed;) {
-        // An idle interval is read with its layer's (below): it completes first.
-        if (ao_eng.timed[i].kind == TIMED_IDLE || !done(ao_eng.timed[i].ev1)) {
-            i++;
-            continue;
-        }
-        // Taken out before it is read: reading a layer's interval takes its
-        // idle intervals out too, which moves entries.
-        ao_timed_t t = ao_eng.timed[i];
-        ao_eng.timed[i] = ao_eng.timed[--ao_eng.ntimed];
-        uint64_t a = elapsed_ns(ao_eng.t0, t.ev0), b = elapsed_ns(ao_eng.t0, t.ev1);
-        int kind = t.kind, layer = t.layer;
-        // A layer's time is the least measured, less the stream's idle time
-        // that chunk_map timed inside it: the GPU idling while the host
-        // waited is not the layer's compute.
-        if (kind == TIMED_FWD) {
-            uint64_t f = b - a - fwd_idle_ns(layer, t.mb, a, b);
-            if (!ao_auto.fwd_ns[layer] || f < ao_auto.fwd_ns[layer]) ao_auto.fwd_ns[layer] = f;
-            ao_rec_interval(AO_REC_FWD, layer, t.mb, 0, a, b);
-        } else if (kind == TIMED_BWD) {
-            if (!ao_auto.bwd_ns[layer] || b - a < ao_auto.bwd_ns[layer]) ao_auto.bwd_ns[layer] = b - a;
-            ao_rec_interval(AO_REC_BWD, layer, t.mb, 0, a, b);
-        } else {
-            ao_stat_add(stat_of[kind], (int64_t)(b - a));
-            ao_rec_interval(kind, layer, t.mb, t.bytes, a, b);
-            if (kind == AO_REC_D2H) ao_auto.d2h_bytes += t.bytes, ao_auto.d2h_ns += b - a;
-            if (kind == AO_REC_H2D) ao_auto.h2d_bytes += t.bytes, ao_auto.h2d_ns += b - a;
-        }
-        event_put(t.ev0, true);
-        event_put(t.ev1, true);
-    }
-}
-
-static void poll_locked(void)
-{
-    for (ao_deferred_t **pp = &ao_eng.deferred; *pp;) {
-        ao_deferred_t *d = *pp;
-        bool all = !d->chunk || free_events_done(d->chunk);
-        for (int i = 0; i < d->nev && all; i++)
-            all = done(d->ev[i]);
-        if (!all) {
-            pp = &d->next;
-            continue;
-        }
-        *pp = d->next;
-        if (!d->chunk || !chunk_release(d->chunk, d->ev, d->nev))
-            for (int i = 0; i < d->nev; i++)
-                event_put(d->ev[i], false);
-        if (!d->chunk) ao_host_free(d->host, d->host_size);
-        free(d);
-    }
-    // GPU intervals are read at a step's end (the plan needs them), at exit
-    // and when half the slots are taken: each read asks the driver about
-    // every interval still pending, and at every boundary that was 1500
-    // event queries per GPT-2-small step, on the host's critical path.
-    if (ao_eng.ntimed > AO_MAX_TIMED / 2) timed_read();
-    for (ao_scope_t *s = ao_eng.scopes, *next; s; s = next) {
-        next = s->next;
-        if (s->state == AO_OFFLOADING && s->release_recorded && done(s->ev_copied) &&
-            done(s->ev_release)) {
-            s->state = AO_OFFLOADED;
-        }
-        if (s->state == AO_RELOADING && done(s->ev_reloaded)) {
-            s->state = AO_RESIDENT;
-        }
-        for (ao_chunk_t *c = s->chunks, *cn; c; c = cn) {
-            cn = c->next;
-            // Copied out and past its release point: give the memory back.
-            // A freed buffer still pending keeps the chunk until it is done.
-            if (c->state == AO_OFFLOADING && s->state == AO_OFFLOADED && free_events_done(c)) {
-                if (!chunk_unmap(c)) { // the device copy is intact: it stays, resident
-                    host_slots_free(c);
-                    chunk_set(c, AO_RESIDENT);
-                    continue;
-                }
-                for (ao_buffer_t *b = c->buffers; b; b = b->next)
-                    if (!b->freed) {
-                        ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)b->size);
-                        ao_rec_site(b->site, -(int64_t)b->size, b->size);
-                    }
-                ao_rec_memory(s->layer, -(int64_t)c->size, (int64_t)c->size);
-                chunk_set(c, AO_OFFLOADED);
-            }
-            if (c->state == AO_RELOADING && s->state == AO_RESIDENT) {
-                if (!c->prefetched) host_slots_free(c);
-                chunk_set(c, AO_RESIDENT);
-            }
-        }
-        if (!s->chunks && s->ended && s != ao_eng.open &&
-            (s->state == AO_RESIDENT || s->state == AO_OFFLOADED))
-            scope_destroy(s);
-    }
-}
-
-// Wait for the oldest release under way; false if none is.
-static bool wait_one_release(void)
-{
-    ao_scope_t *scope = NULL;
-    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next) // newest first: the last match is oldest
-        if (s->state == AO_OFFLOADING && s->release_recorded) scope = s;
-    ao_deferred_t *oldest = NULL;
-    for (ao_deferred_t *d = ao_eng.deferred; d; d = d->next)
-        if (d->chunk && d->chunk->mapped) oldest = d;
-    if (scope) {
-        ao_real.cuEventSynchronize(scope->ev_copied);
-        ao_real.cuEventSynchronize(scope->ev_release);
-    } else if (oldest) {
-        for (int i = 0; i < oldest->nev; i++)
-            if (oldest->ev[i]) ao_real.cuEventSynchronize(oldest->ev[i]);
-        for (int i = 0; i < oldest->chunk->nfree_ev; i++)
-            ao_real.cuEventSynchronize(oldest->chunk->free_ev[i]);
-    } else {
-        return false;
-    }
-    poll_locked();
-    return true;
-}
-
-// Wait for every release under way: only when device memory has run out.
-static void drain_locked(void)
-{
-    for (ao_deferred_t *d = ao_eng.deferred; d; d = d->next) {
-        for (int i = 0; i < d->nev; i++)
-            if (d->ev[i]) ao_real.cuEventSynchronize(d->ev[i]);
-        for (int i = 0; d->chunk && i < d->chunk->nfree_ev; i++)
-            ao_real.cuEventSynchronize(d->chunk->free_ev[i]);
-    }
-    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
-        if (s->state == AO_OFFLOADING && s->release_recorded) {
-            ao_real.cuEventSynchronize(s->ev_copied);
-            ao_real.cuEventSynchronize(s->ev_release);
-        }
-    poll_locked();
 }
 
 // --- allocation -----------------------------------------------------------------------------
@@ -833,9 +495,9 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
         if (ao_real.cuStreamIsCapturing(stream, &cs) == CUDA_SUCCESS &&
             cs != CU_STREAM_CAPTURE_STATUS_NONE)
             goto out; // graph memory belongs to the graph
-        note_stream_locked(stream);
+        ao_note_stream_locked(stream);
     }
-    poll_locked();
+    ao_poll_locked();
     unsigned seq = s->rec.n;
     const ao_learn_t *plan = s->plan;
     bool planned = plan && seq < plan->n && plan->size[seq] == size;
@@ -897,18 +559,18 @@ static void free_event(ao_chunk_t *c, CUstream s)
     // that saw them complete).
     for (int i = 0; i < c->nfree_ev; i++)
         if (c->free_ev_stream[i] == s) {
-            rerecord(c->free_ev[i], s);
+            ao_ev_rerecord(c->free_ev[i], s);
             return;
         }
     if (c->nfree_ev == AO_MAX_FREE_EVENTS) { // more streams than slots: wait for the oldest
         ao_real.cuEventSynchronize(c->free_ev[0]);
-        event_put(c->free_ev[0], false);
+        ao_event_put(c->free_ev[0], false);
         c->nfree_ev--;
         memmove(c->free_ev, c->free_ev + 1, (size_t)c->nfree_ev * sizeof *c->free_ev);
         memmove(c->free_ev_stream, c->free_ev_stream + 1,
                 (size_t)c->nfree_ev * sizeof *c->free_ev_stream);
     }
-    CUevent e = record(s, false);
+    CUevent e = ao_ev_record(s, false);
     if (!e) return;
     c->free_ev_stream[c->nfree_ev] = s;
     c->free_ev[c->nfree_ev++] = e;
@@ -945,7 +607,7 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
         for (int i = 0; i < ao_eng.nstreams; i++)
             free_event(c, ao_eng.streams[i]);
     } else if (stream != s->stream) {
-        note_stream_locked(stream);
+        ao_note_stream_locked(stream);
         free_event(c, stream);
     }
     if (c->nlive == 0) {
@@ -953,7 +615,7 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
         // AOSHIM_CHECK: unmapped at once. The host waits for the events of
         // the free's point on the GPU (work queued before it may still read
         // the buffer), then the chunk goes. Slow: a debugging mode.
-        if (ao_config.check) drain_locked();
+        if (ao_config.check) ao_drain_locked();
     }
     pthread_mutex_unlock(&ao_eng.mu);
     return CUDA_SUCCESS;
@@ -965,7 +627,7 @@ static void unprefetch(ao_chunk_t *c)
 {
     if (!c->prefetched) return;
     c->prefetched = false;
-    if (c->state == AO_RESIDENT) host_slots_free(c);
+    if (c->state == AO_RESIDENT) ao_host_slots_free(c);
 }
 
 // The program ran out of device memory: layers brought back ahead of their
@@ -988,8 +650,8 @@ static bool evict_prefetched(void)
             if (s->ev_reloaded) ao_real.cuEventSynchronize(s->ev_reloaded);
             ao_vmm_mark(c->base, c->size, AO_GS_AWAY, c);
             ao_scan_quiesce();
-            if (!chunk_unmap(c)) { // still mapped: it stays as it was
-                chunk_set(c, c->state);
+            if (!ao_chunk_unmap(c)) { // still mapped: it stays as it was
+                ao_chunk_set(c, c->state);
                 continue;
             }
             for (ao_buffer_t *b = c->buffers; b; b = b->next)
@@ -1000,7 +662,7 @@ static bool evict_prefetched(void)
             ao_rec_memory(s->layer, -(int64_t)c->size, (int64_t)c->size);
             c->prefetched = false;
             set_safe_stream(c, NULL);
-            chunk_set(c, AO_OFFLOADED);
+            ao_chunk_set(c, AO_OFFLOADED);
             ao_stat_add(AO_STAT_PREFETCH_EVICTED, 1);
             any = true;
         }
@@ -1029,7 +691,7 @@ bool ao_engine_trim(void)
             sched_update();
         }
     }
-    drain_locked();
+    ao_drain_locked();
     bool evicted = evict_prefetched();
     idle_unmap(SIZE_MAX);
     size_t n = ao_phys_trim() + evicted;
@@ -1046,7 +708,7 @@ static bool chunk_has_kept(const ao_chunk_t *c)
     return false;
 }
 
-static void host_slots_free(ao_chunk_t *c)
+void ao_host_slots_free(ao_chunk_t *c)
 {
     for (ao_buffer_t *b = c->buffers; b; b = b->next)
         if (b->host) {
@@ -1065,7 +727,7 @@ static void defer_host_slots(ao_chunk_t *c)
         if (d) {
             d->host = b->host;
             d->host_size = b->size;
-            d->ev[d->nev++] = record(ao_eng.d2h, false);
+            d->ev[d->nev++] = ao_ev_record(ao_eng.d2h, false);
             defer(d);
         } else {
             WARN_ONCE("out of host memory: a pinned slot is not reused");
@@ -1094,7 +756,7 @@ static bool offload_prepare(ao_chunk_t *c)
         int h = ao_host_alloc(b->size, &b->host);
         if (h == AO_HOST_OK) continue;
         b->host = NULL;
-        host_slots_free(c);
+        ao_host_slots_free(c);
         if (h == AO_HOST_LIMIT) {
             ao_stat_add(AO_STAT_KEPT_HOST_LIMIT, c->nlive);
             WARN_ONCE("AOSHIM_HOST_LIMIT reached: some layers stay on the device");
@@ -1168,38 +830,38 @@ static void offload(ao_scope_t *s)
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
         any |= c->prepared = offload_prepare(c);
     if (!any) return;
-    event_put(s->ev_release, false);
-    s->ev_release = record(s->stream, false);
+    ao_event_put(s->ev_release, false);
+    s->ev_release = ao_ev_record(s->stream, false);
     s->release_recorded = true;
     // Mark the chunks away, let every launch checked before that enqueue,
     // then take a point on every stream: the copies and the release wait for
     // all of them.
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
-        if (c->prepared) chunk_set(c, AO_OFFLOADING);
+        if (c->prepared) ao_chunk_set(c, AO_OFFLOADING);
     ao_scan_quiesce();
-    gpu_wait(ao_eng.d2h, s->ev_release);
+    ao_gpu_wait(ao_eng.d2h, s->ev_release);
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
         if (!c->prepared) continue;
         for (int i = 0; i < ao_eng.nstreams; i++)
             if (ao_eng.streams[i] != s->stream) free_event(c, ao_eng.streams[i]);
         for (int i = 0; i < c->nfree_ev; i++)
-            gpu_wait(ao_eng.d2h, c->free_ev[i]);
+            ao_gpu_wait(ao_eng.d2h, c->free_ev[i]);
     }
     // Host slots freed after a reload may be refilled now: the copies out
     // follow the copies back on the GPU, whichever host thread freed them.
-    gpu_wait(ao_eng.d2h, ao_eng.last_reload);
-    CUevent t0 = record(ao_eng.d2h, true);
+    ao_gpu_wait(ao_eng.d2h, ao_eng.last_reload);
+    CUevent t0 = ao_ev_record(ao_eng.d2h, true);
     uint64_t bytes = 0;
     unsigned buffers = 0;
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
         if (c->prepared) bytes += offload_chunk(c, &buffers), c->prepared = false;
     if (!bytes) {
-        event_put(t0, true);
+        ao_event_put(t0, true);
         return;
     }
-    event_put(s->ev_copied, false);
-    s->ev_copied = record(ao_eng.d2h, false);
-    timed_add(t0, record(ao_eng.d2h, true), AO_REC_D2H, s->layer, s->mb, bytes);
+    ao_event_put(s->ev_copied, false);
+    s->ev_copied = ao_ev_record(ao_eng.d2h, false);
+    ao_timed_add(t0, ao_ev_record(ao_eng.d2h, true), AO_REC_D2H, s->layer, s->mb, bytes);
     ao_rec_offload(s->layer, s->mb, buffers, bytes);
     ao_stat_add(AO_STAT_LAYERS_OFFLOADED, 1);
     s->state = AO_OFFLOADING;
@@ -1249,11 +911,11 @@ static void release_due(int mb, const ao_scope_t *at)
         int r = ao_sched_now.layer[s->layer].release_at;
         if (s->mb != mb || s->recompute || r < 0 || r > at->layer || s->state != AO_OFFLOADING)
             continue;
-        gpu_wait(at->stream, s->ev_copied);
+        ao_gpu_wait(at->stream, s->ev_copied);
         release_sync(s);
         any = true;
     }
-    if (any) poll_locked();
+    if (any) ao_poll_locked();
 }
 
 // The host waits for a layer's copy out, so that the next poll gives its
@@ -1277,15 +939,15 @@ static void forward_goes_on(int mb)
 // must wait for them: ev_copy) and fill its host slots (given back after).
 static void cancel_chunk(ao_chunk_t *c)
 {
-    event_put(c->ev_copy, false);
-    c->ev_copy = record(ao_eng.d2h, false);
+    ao_event_put(c->ev_copy, false);
+    c->ev_copy = ao_ev_record(ao_eng.d2h, false);
     defer_host_slots(c);
     set_safe_stream(c, NULL);
     // The copies still read it: every stream that uses it from now on waits
     // for them first (on the GPU, once), as after a reload. A kernel that
     // writes it must not run under a copy still reading.
     c->reloaded = true;
-    chunk_set(c, AO_RESIDENT);
+    ao_chunk_set(c, AO_RESIDENT);
     ao_stat_add(AO_STAT_OFFLOADS_CANCELLED, 1);
 }
 
@@ -1331,13 +993,13 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
             // memory the last uses before the release read: ordered on the
             // GPU too, whichever host thread saw those complete. Every wait
             // comes before the timing event, so the time is the copies'.
-            gpu_wait(ao_eng.h2d, s->ev_copied);
-            gpu_wait(ao_eng.h2d, s->ev_release);
+            ao_gpu_wait(ao_eng.h2d, s->ev_copied);
+            ao_gpu_wait(ao_eng.h2d, s->ev_release);
             for (ao_chunk_t *w = c; w; w = w->next)
                 if (w->prepared || w == c)
                     for (int i = 0; i < w->nfree_ev; i++)
-                        gpu_wait(ao_eng.h2d, w->free_ev[i]);
-            t0 = record(ao_eng.h2d, true);
+                        ao_gpu_wait(ao_eng.h2d, w->free_ev[i]);
+            t0 = ao_ev_record(ao_eng.h2d, true);
         }
         uint64_t cbytes = 0;
         unsigned cbuffers = 0;
@@ -1358,8 +1020,8 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
                       "stays in host memory and is reloaded when next used",
                       (int)cr, s->layer, s->mb);
             ao_real.cuStreamSynchronize(ao_eng.h2d);
-            chunk_unmap(c);
-            chunk_set(c, AO_OFFLOADED);
+            ao_chunk_unmap(c);
+            ao_chunk_set(c, AO_OFFLOADED);
             rc = AOSHIM_ESTATE;
             continue;
         }
@@ -1371,13 +1033,13 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
         set_safe_stream(c, NULL);
         c->reloaded = true;
         c->prefetched = prefetch;
-        chunk_set(c, AO_RELOADING);
+        ao_chunk_set(c, AO_RELOADING);
     }
     if (t0) {
-        event_put(s->ev_reloaded, false);
-        s->ev_reloaded = record(ao_eng.h2d, false);
-        if (ao_eng.last_reload) rerecord(ao_eng.last_reload, ao_eng.h2d);
-        timed_add(t0, record(ao_eng.h2d, true), AO_REC_H2D, s->layer, s->mb, bytes);
+        ao_event_put(s->ev_reloaded, false);
+        s->ev_reloaded = ao_ev_record(ao_eng.h2d, false);
+        if (ao_eng.last_reload) ao_ev_rerecord(ao_eng.last_reload, ao_eng.h2d);
+        ao_timed_add(t0, ao_ev_record(ao_eng.h2d, true), AO_REC_H2D, s->layer, s->mb, bytes);
         ao_rec_reload(s->layer, s->mb, buffers, bytes, missed);
         s->state = AO_RELOADING;
         ao_stat_add(AO_STAT_RELOADED_BYTES, (int64_t)bytes);
@@ -1534,7 +1196,7 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
             uint64_t away = mbs * ao_vmm_round(p.part / mbs);
             keep = keep > away ? keep - away : 0;
         }
-        drain_locked();
+        ao_drain_locked();
         idle_unmap(SIZE_MAX);
         ao_phys_trim_to(keep);
     }
@@ -1764,7 +1426,7 @@ static int enter(void)
         pthread_mutex_unlock(&ao_eng.mu);
         return AOSHIM_EDISABLED;
     }
-    poll_locked();
+    ao_poll_locked();
     return 0;
 }
 
@@ -1849,7 +1511,7 @@ int ao_engine_layer_begin(int layer)
     }
     s->layer = layer;
     s->mb = ao_eng.mb;
-    s->stream = current_stream();
+    s->stream = ao_current_stream();
     s->thread = pthread_self();
     s->recompute = recompute;
     s->state = AO_RESIDENT;
@@ -1862,7 +1524,7 @@ int ao_engine_layer_begin(int layer)
     forward_goes_on(ao_eng.mb);
     // Timed after the copies issued just above: pinning their host slots (a
     // first step's) is host time, not this layer's compute.
-    if (ao_auto.timing && ao_eng.ready) s->ev_fwd0 = record(s->stream, true);
+    if (ao_auto.timing && ao_eng.ready) s->ev_fwd0 = ao_ev_record(s->stream, true);
     ao_eng.fwd_ran[ao_eng.mb][layer / 64] |= 1ull << (layer % 64);
     if (layer > ao_eng.max_fwd_layer) ao_eng.max_fwd_layer = layer;
     // Plan from what this layer did last step; in the first step, and in a
@@ -1945,7 +1607,7 @@ int ao_engine_layer_end(int layer)
         if (ao_auto.on) ao_auto.cur[layer] += s->rec.saved, ao_auto.tracked[layer / 64] |= 1ull << (layer % 64);
     }
     if (ao_auto.on) plan_check_shapes(s);
-    if (s->ev_fwd0) timed_add(s->ev_fwd0, record(s->stream, true), TIMED_FWD, layer, s->mb, 0);
+    if (s->ev_fwd0) ao_timed_add(s->ev_fwd0, ao_ev_record(s->stream, true), TIMED_FWD, layer, s->mb, 0);
     s->ev_fwd0 = NULL;
     memset(&s->rec, 0, sizeof s->rec);
     s->plan = NULL;
@@ -1999,7 +1661,7 @@ int ao_engine_backward_begin(int layer)
     // backward or one already past); in the manual schedule, as the program
     // says. Scopes are newest first: the nearest layers are queued first,
     // and a layer's latest scope is the one its backward reads.
-    CUstream cs = current_stream();
+    CUstream cs = ao_current_stream();
     uint64_t seen[AO_MAX_LAYERS / 64] = {0};
     bool after_compute = ao_sched_now.reload_after_compute && !ao_eng.manual;
     for (ao_scope_t *s = ao_eng.scopes; s; s = s->next) {
@@ -2010,9 +1672,9 @@ int ao_engine_backward_begin(int layer)
         bool needed = l >= layer - 1;
         if (!needed && (ao_eng.manual || ao_sched_now.layer[l].reload_at < layer)) continue;
         if (after_compute) { // after the compute stream's work so far (TransformerEngine)
-            CUevent e = record(cs, false);
-            gpu_wait(ao_eng.h2d, e);
-            event_put(e, false);
+            CUevent e = ao_ev_record(cs, false);
+            ao_gpu_wait(ao_eng.h2d, e);
+            ao_event_put(e, false);
             after_compute = false;
         }
         bool missed = needed && s->state == AO_OFFLOADED;
@@ -2032,18 +1694,18 @@ int ao_engine_backward_begin(int layer)
     for (int l = layer; l >= layer - 1 && l >= 0; l--) {
         ao_scope_t *s = scope_find(l, mb);
         if (!s || s->state != AO_RELOADING) continue;
-        if (!w0) w0 = record(cs, true);
-        gpu_wait(cs, s->ev_reloaded);
+        if (!w0) w0 = ao_ev_record(cs, true);
+        ao_gpu_wait(cs, s->ev_reloaded);
         for (ao_chunk_t *c = s->chunks; c; c = c->next)
             if (c->state == AO_RELOADING) {
                 set_safe_stream(c, cs); // launches on cs need no more than this wait
-                chunk_set(c, AO_RELOADING);
+                ao_chunk_set(c, AO_RELOADING);
             }
     }
-    if (w0) timed_add(w0, record(cs, true), AO_REC_WAIT, layer, mb, 0);
+    if (w0) ao_timed_add(w0, ao_ev_record(cs, true), AO_REC_WAIT, layer, mb, 0);
     if (ao_auto.timing && ao_eng.ready) { // the layer's backward compute, after its waits
-        event_put(ao_eng.bwd0[mb], true);
-        ao_eng.bwd0[mb] = record(cs, true);
+        ao_event_put(ao_eng.bwd0[mb], true);
+        ao_eng.bwd0[mb] = ao_ev_record(cs, true);
     }
     return leave(rc);
 }
@@ -2059,7 +1721,7 @@ int ao_engine_backward_end(int layer)
     }
     ao_eng.bwd_open[ao_eng.mb] = 0;
     if (ao_eng.bwd0[ao_eng.mb]) {
-        timed_add(ao_eng.bwd0[ao_eng.mb], record(current_stream(), true), TIMED_BWD, layer, ao_eng.mb, 0);
+        ao_timed_add(ao_eng.bwd0[ao_eng.mb], ao_ev_record(ao_current_stream(), true), TIMED_BWD, layer, ao_eng.mb, 0);
         ao_eng.bwd0[ao_eng.mb] = NULL;
     }
     return leave(0);
@@ -2087,7 +1749,7 @@ int ao_engine_step_end(void)
     }
     ao_eng.mb = 0;
     int before = ao_auto.planned ? ao_auto.plan.count : ao_eng.nlayers;
-    if (ao_eng.ready) timed_read();
+    if (ao_eng.ready) ao_timed_read();
     if (ao_auto.on && ao_eng.ready && !ao_eng.manual) plan_step(); // the manual schedule is the program's
     sched_update();
     // No layer tracked from now on (a policy or a plan that offloads
@@ -2096,12 +1758,12 @@ int ao_engine_step_end(void)
     // have it; otherwise the step would hold both. The host waits here, once,
     // for the releases under way.
     if (ao_eng.ready && (first || (ao_auto.on && ao_auto.plan.count < before)) && offloads_nothing()) {
-        drain_locked();
+        ao_drain_locked();
         idle_unmap(SIZE_MAX);
         ao_phys_trim();
         ao_host_trim(); // and the host memory its copies pinned
     } else if (ao_eng.ready && ao_auto.reshaped) {
-        drain_locked();
+        ao_drain_locked();
         trim_to_learned();
     }
     ao_auto.reshaped = false;
@@ -2231,7 +1893,7 @@ int ao_engine_release_layer(int layer)
     // Any later use still finds the chunk away and brings it back.
     if (s->offload_pending) offload(s);
     release_sync(s);
-    poll_locked();
+    ao_poll_locked();
     return leave(0);
 }
 
@@ -2561,7 +2223,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
         pthread_mutex_unlock(&ao_eng.mu);
         return NULL;
     }
-    note_stream_locked(s);
+    ao_note_stream_locked(s);
     ao_scope_t *sc = c->scope;
     uint64_t capture;
     bool capturing = stream_capturing(s, &capture), late = false;
@@ -2578,22 +2240,22 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
     if (c->state == AO_RESIDENT && c->reloaded && c->safe_stream != s) {
         // Came back earlier, or its copy out was cancelled: this stream
         // orders itself after the copies on the GPU.
-        gpu_wait(s, sc->ev_reloaded);
-        gpu_wait(s, c->ev_copy);
+        ao_gpu_wait(s, sc->ev_reloaded);
+        ao_gpu_wait(s, c->ev_copy);
         if (!c->safe_stream) {
             set_safe_stream(c, s);
-            chunk_set(c, AO_RESIDENT);
+            ao_chunk_set(c, AO_RESIDENT);
         }
     }
     if (c->state == AO_RELOADING) {
         if (capturing) {
             ao_real.cuEventSynchronize(sc->ev_reloaded);
-            poll_locked();
+            ao_poll_locked();
         } else if (c->safe_stream != s) {
-            gpu_wait(s, sc->ev_reloaded);
+            ao_gpu_wait(s, sc->ev_reloaded);
             if (!c->safe_stream) {
                 set_safe_stream(c, s);
-                chunk_set(c, AO_RELOADING);
+                ao_chunk_set(c, AO_RELOADING);
             }
             late = true;
         }
@@ -2770,8 +2432,8 @@ void ao_engine_flush(void)
     if (ao_eng.ready) {
         for (int i = 0; i < ao_eng.ntimed; i++)
             if (ao_eng.timed[i].ev1) ao_real.cuEventSynchronize(ao_eng.timed[i].ev1);
-        poll_locked();
-        timed_read();
+        ao_poll_locked();
+        ao_timed_read();
     }
     pthread_mutex_unlock(&ao_eng.mu);
 }
@@ -2783,7 +2445,7 @@ void ao_engine_shutdown(void)
     // while others train, an autograd thread pool) could touch a buffer
     // after its memory was given back: a fault. Then everything is left to
     // the driver, which reclaims it with the context.
-    if (__atomic_load_n(&user_threads, __ATOMIC_ACQUIRE) > (ao_tls_thread_seen ? 1 : 0)) return;
+    if (__atomic_load_n(&ao_user_threads, __ATOMIC_ACQUIRE) > (ao_tls_thread_seen ? 1 : 0)) return;
     if (!lock_at_exit()) return; // left to the driver rather than hang the exit
     if (!ao_eng.ready || shut) {
         pthread_mutex_unlock(&ao_eng.mu);

@@ -261,4 +261,28 @@ extern ao_sched_t ao_sched_now;
         ao_warn_once(&once_, __VA_ARGS__);                                                         \
     } while (0)
 
+// --- engine.c --------------------------------------------------------------------------------
+bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev);
+void ao_chunk_set(ao_chunk_t *c, ao_state_t st);
+bool ao_chunk_unmap(ao_chunk_t *c);
+bool ao_free_events_done(const ao_chunk_t *c);
+void ao_host_slots_free(ao_chunk_t *c);
+void ao_scope_destroy(ao_scope_t *s);
+
+// --- events.c --------------------------------------------------------------------------------
+CUstream ao_current_stream(void);
+bool ao_ev_done(CUevent e);
+void ao_drain_locked(void);
+CUevent ao_event_get(bool timing);
+void ao_event_put(CUevent e, bool timing);
+void ao_gpu_wait(CUstream s, CUevent e);
+void ao_note_stream_locked(CUstream s);
+void ao_poll_locked(void);
+CUevent ao_ev_record(CUstream s, bool timing);
+void ao_ev_rerecord(CUevent e, CUstream s);
+void ao_timed_add(CUevent ev0, CUevent ev1, int kind, int layer, int mb, uint64_t bytes);
+void ao_timed_read(void);
+extern int ao_user_threads;
+bool ao_wait_one_release(void);
+
 #endif // AO_OFFLOAD_INTERNAL_H

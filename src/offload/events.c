@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: MIT
+// Events, the streams aoshim knows of, and polling: the engine acts on what
+// the GPU has finished, and never blocks for it. Under the engine's lock.
+#include "offload/internal.h"
+
+// --- events ---------------------------------------------------------------------------
+CUevent ao_event_get(bool timing)
+{
+    // Before the engine is up (boundaries in a process that has not used
+    // CUDA yet) there is nothing to order, and no driver to ask.
+    if (!ao_eng.ready) return NULL;
+    if (timing && ao_eng.ntiming_events) return ao_eng.timing_events[--ao_eng.ntiming_events];
+    if (!timing && ao_eng.nsync_events) return ao_eng.sync_events[--ao_eng.nsync_events];
+    CUevent e = NULL;
+    if (ao_real.cuEventCreate(&e, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING) !=
+        CUDA_SUCCESS)
+        return NULL;
+    return e;
+}
+
+void ao_event_put(CUevent e, bool timing)
+{
+    if (!e) return;
+    int *n = timing ? &ao_eng.ntiming_events : &ao_eng.nsync_events;
+    CUevent *v = timing ? ao_eng.timing_events : ao_eng.sync_events;
+    if (*n < AO_EVENT_CACHE)
+        v[(*n)++] = e;
+    else
+        ao_real.cuEventDestroy_v2(e);
+}
+
+// A fresh event recorded on s. When no event can be created or recorded,
+// the host waits for s instead and NULL is returned: NULL always means
+// "complete", and is never a guess (treating a missing event as complete
+// released memory that kernels still used).
+static void record_failed(CUstream s)
+{
+    WARN_ONCE("recording a CUDA event failed: the host waits for the stream instead");
+    ao_real.cuStreamSynchronize(s);
+}
+
+CUevent ao_ev_record(CUstream s, bool timing)
+{
+    CUevent e = ao_event_get(timing);
+    if (e && ao_real.cuEventRecord(e, s) == CUDA_SUCCESS) return e;
+    // Once more (the failure may have been passing): an event other threads
+    // can wait on orders their streams on the GPU; a host wait orders only
+    // this thread's later work (the simulator's race checker showed a reload
+    // not ordered before another thread's copy).
+    if (e && ao_real.cuEventRecord(e, s) == CUDA_SUCCESS) return e;
+    ao_event_put(e, timing);
+    record_failed(s);
+    return NULL;
+}
+
+// Record again an event that others may already wait on (a later point of
+// the same stream covers the earlier one); on failure, as record().
+void ao_ev_rerecord(CUevent e, CUstream s)
+{
+    if (ao_real.cuEventRecord(e, s) != CUDA_SUCCESS && ao_real.cuEventRecord(e, s) != CUDA_SUCCESS)
+        record_failed(s);
+}
+
+// Stream s waits on the GPU for e; if the driver refuses, the host waits for
+// e before anything more is enqueued on s.
+void ao_gpu_wait(CUstream s, CUevent e)
+{
+    if (!e || ao_real.cuStreamWaitEvent(s, e, 0) == CUDA_SUCCESS) return;
+    WARN_ONCE("cuStreamWaitEvent failed: the host waits for the event instead");
+    ao_real.cuEventSynchronize(e);
+}
+
+// Complete as far as the host can tell. A query that fails (rather than
+// answering "not ready") is no answer: the host waits for the event, and
+// only if that fails too (a context torn down, where nothing can still run)
+// does it count as complete.
+bool ao_ev_done(CUevent e)
+{
+    if (!e) return true;
+    CUresult r = ao_real.cuEventQuery(e);
+    if (r == CUDA_SUCCESS) return true;
+    if (r == CUDA_ERROR_NOT_READY) return false;
+    WARN_ONCE("cuEventQuery failed (CUDA error %d): the host waits for the event instead", (int)r);
+    ao_real.cuEventSynchronize(e);
+    return true;
+}
+
+static uint64_t elapsed_ns(CUevent a, CUevent b)
+{
+    float ms = 0;
+    if (!a || !b || ao_real.cuEventElapsedTime_v2(&ms, a, b) != CUDA_SUCCESS || ms < 0) return 0;
+    return (uint64_t)((double)ms * 1e6 + 0.5);
+}
+
+// Time [ev0, ev1] on the GPU once both have completed (timing events).
+void ao_timed_add(CUevent ev0, CUevent ev1, int kind, int layer, int mb, uint64_t bytes)
+{
+    if (ev0 && ev1 && ao_eng.ntimed < AO_MAX_TIMED) {
+        ao_eng.timed[ao_eng.ntimed].ev0 = ev0;
+        ao_eng.timed[ao_eng.ntimed].ev1 = ev1;
+        ao_eng.timed[ao_eng.ntimed].kind = (uint8_t)kind;
+        ao_eng.timed[ao_eng.ntimed].layer = layer;
+        ao_eng.timed[ao_eng.ntimed].mb = mb;
+        ao_eng.timed[ao_eng.ntimed].bytes = bytes;
+        ao_eng.ntimed++;
+        return;
+    }
+    ao_event_put(ev0, true);
+    ao_event_put(ev1, true);
+}
+
+// --- streams ----------------------------------------------------------------------------
+CUstream ao_current_stream(void)
+{
+    return ao_tls_stream_set ? ao_tls_stream : CU_STREAM_LEGACY;
+}
+
+void ao_note_stream_locked(CUstream s)
+{
+    for (int i = 0; i < ao_eng.nstreams; i++)
+        if (ao_eng.streams[i] == s) return;
+    if (ao_eng.nstreams < AO_MAX_STREAMS)
+        ao_eng.streams[ao_eng.nstreams++] = s;
+    else
+        WARN_ONCE("more than %d streams in use: a cudaFree of a tracked buffer waits for the first "
+                  "%d only",
+                  AO_MAX_STREAMS, AO_MAX_STREAMS);
+}
+
+// Threads of the program that went through aoshim and have not exited (the
+// main thread never runs key destructors: it counts until the process ends).
+int ao_user_threads;
+static pthread_key_t user_key;
+static pthread_once_t user_once = PTHREAD_ONCE_INIT;
+AO_TLS bool ao_tls_thread_seen;
+
+static void user_gone(void *unused)
+{
+    (void)unused;
+    __atomic_sub_fetch(&ao_user_threads, 1, __ATOMIC_ACQ_REL);
+}
+
+static void user_key_init(void)
+{
+    pthread_key_create(&user_key, user_gone);
+}
+
+void ao_engine_thread_seen_slow(void)
+{
+    ao_tls_thread_seen = true;
+    pthread_once(&user_once, user_key_init);
+    pthread_setspecific(user_key, (void *)1);
+    __atomic_add_fetch(&ao_user_threads, 1, __ATOMIC_ACQ_REL);
+}
+
+void ao_engine_note_stream_slow(CUstream s)
+{
+    ao_engine_thread_seen();
+    if (!ao_tls_stream_explicit || !ao_tls_stream_set) ao_tls_stream = s;
+    ao_tls_noted = s;
+    ao_tls_stream_set = true;
+    pthread_mutex_lock(&ao_eng.mu);
+    ao_note_stream_locked(s);
+    pthread_mutex_unlock(&ao_eng.mu);
+}
+
+void ao_engine_forget_stream(CUstream s)
+{
+    if (ao_tls_stream_set && ao_tls_stream == s) ao_tls_stream_set = ao_tls_stream_explicit = false;
+    if (ao_tls_noted == s) ao_tls_noted = NULL;
+    pthread_mutex_lock(&ao_eng.mu);
+    for (int i = 0; i < ao_eng.nstreams; i++)
+        if (ao_eng.streams[i] == s) ao_eng.streams[i] = ao_eng.streams[--ao_eng.nstreams];
+    pthread_mutex_unlock(&ao_eng.mu);
+}
+
+
+// --- polling: act on what the GPU has finished; never blocks -----------------------------
+// The idle time timed inside forward layer (layer, mb) between a and b; its
+// intervals are taken out. One of an earlier pass of the layer (its own
+// interval went untimed) is outside [a, b]: taken out, not counted.
+static uint64_t fwd_idle_ns(int layer, int mb, uint64_t a, uint64_t b)
+{
+    uint64_t idle = 0;
+    for (int j = 0; j < ao_eng.ntimed;) {
+        if (ao_eng.timed[j].kind != TIMED_IDLE || ao_eng.timed[j].layer != layer || ao_eng.timed[j].mb != mb ||
+            !ao_ev_done(ao_eng.timed[j].ev1)) {
+            j++;
+            continue;
+        }
+        uint64_t ia = elapsed_ns(ao_eng.t0, ao_eng.timed[j].ev0), ib = elapsed_ns(ao_eng.t0, ao_eng.timed[j].ev1);
+        if (ia >= a && ib <= b && ib > ia) idle += ib - ia;
+        ao_event_put(ao_eng.timed[j].ev0, true);
+        ao_event_put(ao_eng.timed[j].ev1, true);
+        ao_eng.timed[j] = ao_eng.timed[--ao_eng.ntimed];
+    }
+    return idle < b - a ? idle : 0;
+}
+
+// Read the GPU intervals that are complete: layers' forward and backward
+// times for the planner, copies and waits for the report.
+void ao_timed_read(void)
+{
+    static const ao_stat_t stat_of[] = {[AO_REC_D2H] = AO_STAT_D2H_COPY_NS,
+                                        [AO_REC_H2D] = AO_STAT_H2D_COPY_NS,
+                                        [AO_REC_WAIT] = AO_STAT_RELOAD_WAIT_NS};
+    for (int i = 0; i < ao_eng.ntimed;) {
+        // An idle interval is read with its layer's (below): it completes first.
+        if (ao_eng.timed[i].kind == TIMED_IDLE || !ao_ev_done(ao_eng.timed[i].ev1)) {
+            i++;
+            continue;
+        }
+        // Taken out before it is read: reading a layer's interval takes its
+        // idle intervals out too, which moves entries.
+        ao_timed_t t = ao_eng.timed[i];
+        ao_eng.timed[i] = ao_eng.timed[--ao_eng.ntimed];
+        uint64_t a = elapsed_ns(ao_eng.t0, t.ev0), b = elapsed_ns(ao_eng.t0, t.ev1);
+        int kind = t.kind, layer = t.layer;
+        // A layer's time is the least measured, less the stream's idle time
+        // that chunk_map timed inside it: the GPU idling while the host
+        // waited is not the layer's compute.
+        if (kind == TIMED_FWD) {
+            uint64_t f = b - a - fwd_idle_ns(layer, t.mb, a, b);
+            if (!ao_auto.fwd_ns[layer] || f < ao_auto.fwd_ns[layer]) ao_auto.fwd_ns[layer] = f;
+            ao_rec_interval(AO_REC_FWD, layer, t.mb, 0, a, b);
+        } else if (kind == TIMED_BWD) {
+            if (!ao_auto.bwd_ns[layer] || b - a < ao_auto.bwd_ns[layer]) ao_auto.bwd_ns[layer] = b - a;
+            ao_rec_interval(AO_REC_BWD, layer, t.mb, 0, a, b);
+        } else {
+            ao_stat_add(stat_of[kind], (int64_t)(b - a));
+            ao_rec_interval(kind, layer, t.mb, t.bytes, a, b);
+            if (kind == AO_REC_D2H) ao_auto.d2h_bytes += t.bytes, ao_auto.d2h_ns += b - a;
+            if (kind == AO_REC_H2D) ao_auto.h2d_bytes += t.bytes, ao_auto.h2d_ns += b - a;
+        }
+        ao_event_put(t.ev0, true);
+        ao_event_put(t.ev1, true);
+    }
+}
+
+void ao_poll_locked(void)
+{
+    for (ao_deferred_t **pp = &ao_eng.deferred; *pp;) {
+        ao_deferred_t *d = *pp;
+        bool all = !d->chunk || ao_free_events_done(d->chunk);
+        for (int i = 0; i < d->nev && all; i++)
+            all = ao_ev_done(d->ev[i]);
+        if (!all) {
+            pp = &d->next;
+            continue;
+        }
+        *pp = d->next;
+        if (!d->chunk || !ao_chunk_release(d->chunk, d->ev, d->nev))
+            for (int i = 0; i < d->nev; i++)
+                ao_event_put(d->ev[i], false);
+        if (!d->chunk) ao_host_free(d->host, d->host_size);
+        free(d);
+    }
+    // GPU intervals are read at a step's end (the plan needs them), at exit
+    // and when half the slots are taken: each read asks the driver about
+    // every interval still pending, and at every boundary that was 1500
+    // event queries per GPT-2-small step, on the host's critical path.
+    if (ao_eng.ntimed > AO_MAX_TIMED / 2) ao_timed_read();
+    for (ao_scope_t *s = ao_eng.scopes, *next; s; s = next) {
+        next = s->next;
+        if (s->state == AO_OFFLOADING && s->release_recorded && ao_ev_done(s->ev_copied) &&
+            ao_ev_done(s->ev_release)) {
+            s->state = AO_OFFLOADED;
+        }
+        if (s->state == AO_RELOADING && ao_ev_done(s->ev_reloaded)) {
+            s->state = AO_RESIDENT;
+        }
+        for (ao_chunk_t *c = s->chunks, *cn; c; c = cn) {
+            cn = c->next;
+            // Copied out and past its release point: give the memory back.
+            // A freed buffer still pending keeps the chunk until it is done.
+            if (c->state == AO_OFFLOADING && s->state == AO_OFFLOADED && ao_free_events_done(c)) {
+                if (!ao_chunk_unmap(c)) { // the device copy is intact: it stays, resident
+                    ao_host_slots_free(c);
+                    ao_chunk_set(c, AO_RESIDENT);
+                    continue;
+                }
+                for (ao_buffer_t *b = c->buffers; b; b = b->next)
+                    if (!b->freed) {
+                        ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)b->size);
+                        ao_rec_site(b->site, -(int64_t)b->size, b->size);
+                    }
+                ao_rec_memory(s->layer, -(int64_t)c->size, (int64_t)c->size);
+                ao_chunk_set(c, AO_OFFLOADED);
+            }
+            if (c->state == AO_RELOADING && s->state == AO_RESIDENT) {
+                if (!c->prefetched) ao_host_slots_free(c);
+                ao_chunk_set(c, AO_RESIDENT);
+            }
+        }
+        if (!s->chunks && s->ended && s != ao_eng.open &&
+            (s->state == AO_RESIDENT || s->state == AO_OFFLOADED))
+            ao_scope_destroy(s);
+    }
+}
+
+// Wait for the oldest release under way; false if none is.
+bool ao_wait_one_release(void)
+{
+    ao_scope_t *scope = NULL;
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next) // newest first: the last match is oldest
+        if (s->state == AO_OFFLOADING && s->release_recorded) scope = s;
+    ao_deferred_t *oldest = NULL;
+    for (ao_deferred_t *d = ao_eng.deferred; d; d = d->next)
+        if (d->chunk && d->chunk->mapped) oldest = d;
+    if (scope) {
+        ao_real.cuEventSynchronize(scope->ev_copied);
+        ao_real.cuEventSynchronize(scope->ev_release);
+    } else if (oldest) {
+        for (int i = 0; i < oldest->nev; i++)
+            if (oldest->ev[i]) ao_real.cuEventSynchronize(oldest->ev[i]);
+        for (int i = 0; i < oldest->chunk->nfree_ev; i++)
+            ao_real.cuEventSynchronize(oldest->chunk->free_ev[i]);
+    } else {
+        return false;
+    }
+    ao_poll_locked();
+    return true;
+}
+
+// Wait for every release under way: only when device memory has run out.
+void ao_drain_locked(void)
+{
+    for (ao_deferred_t *d = ao_eng.deferred; d; d = d->next) {
+        for (int i = 0; i < d->nev; i++)
+            if (d->ev[i]) ao_real.cuEventSynchronize(d->ev[i]);
+        for (int i = 0; d->chunk && i < d->chunk->nfree_ev; i++)
+            ao_real.cuEventSynchronize(d->chunk->free_ev[i]);
+    }
+    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
+        if (s->state == AO_OFFLOADING && s->release_recorded) {
+            ao_real.cuEventSynchronize(s->ev_copied);
+            ao_real.cuEventSynchronize(s->ev_release);
+        }
+    ao_poll_locked();
+}
