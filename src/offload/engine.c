@@ -66,397 +66,6 @@ static bool ensure_ready(void)
     return true;
 }
 
-// --- chunks -------------------------------------------------------------------------------
-// A chunk's state and what the launch scan reads about it change together.
-// Being copied out, before its release point, a chunk is still plainly
-// usable: the release waits for every launch checked before it (see
-// release_point). Past it, any use is the engine's business. Reloading, it is
-// usable on the stream already made to wait for it.
-
-// Written under the engine's lock, read by the launch scan without it.
-static void set_safe_stream(ao_chunk_t *c, CUstream s)
-{
-    __atomic_store_n(&c->safe_stream, s, __ATOMIC_RELAXED);
-}
-
-void ao_chunk_set(ao_chunk_t *c, ao_state_t st)
-{
-    c->state = st;
-    // Reloaded, it stays usable without the engine only on the stream that
-    // waited for the reload: another stream waits too (on the GPU, even when
-    // the reload is long done), so that the order is the GPU's and not only
-    // that of the host thread that saw it complete.
-    uint8_t g = AO_GS_AWAY;
-    if ((st == AO_RESIDENT && !c->reloaded) || (st == AO_OFFLOADING && !c->scope->release_recorded))
-        g = AO_GS_RESIDENT;
-    else if ((st == AO_RELOADING || st == AO_RESIDENT) && c->safe_stream)
-        g = AO_GS_STREAM;
-    ao_vmm_mark(c->base, c->size, g, c);
-}
-
-// False when the mapping stays: a chunk marked unmapped while still mapped
-// made its next map at the same address fail, and the layer was refused.
-bool ao_chunk_unmap(ao_chunk_t *c)
-{
-    CUresult r = ao_phys_unmap(c->base, c->size, &c->phys);
-    if (r != CUDA_SUCCESS) r = ao_phys_unmap(c->base, c->size, &c->phys); // may have been passing
-    if (r != CUDA_SUCCESS) {
-        WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): the memory stays mapped", (int)r);
-        return false;
-    }
-    c->mapped = false;
-    ao_stat_device(0, -(int64_t)c->size, 0);
-    return true;
-}
-
-// Physical memory for a chunk. Memory about to be released (an offload copy
-// done soon, a freed buffer whose last kernels are queued) is waited for
-// rather than adding device memory: a host far ahead of the GPU would
-// otherwise map every layer before any release happened, and the peak would
-// be the peak without offloading. The wait blocks the host only while the
-// GPU still has queued work, so the GPU does not idle.
-
-// Chunks whose buffers are all freed stay mapped, address and memory, for a
-// chunk of the same size to come (the same layer, next step): mapping costs
-// a cuMemMap per handle, a cuMemSetAccess (36 us) and later a cuMemUnmap
-// (26 us), per layer and step, and at a step's start they are on the host's
-// critical path (measured: 0.2 ms of a 13.2 ms GPT-2-small step). Kept
-// mapped, the memory is idle all the same: whoever needs memory the pool
-// lacks unmaps them first (idle_unmap), and every trim does.
-//
-// The memory's last uses (a reload's copy, a kernel, a free on another
-// stream) are complete when a chunk is kept, as seen by the thread that
-// kept it; the events that showed it go with the mapping, and whichever
-// thread reuses or unmaps it waits on them first (complete: no wait), so
-// that the order is the GPU's and not only that of aoshim's lock (the
-// simulator's race checker found an unmap by another thread unordered with
-// a reload's copy).
-typedef struct ao_idle_s {
-    CUdeviceptr base;
-    size_t size;
-    ao_phys_t phys;
-    int nev;
-    CUevent ev[AO_MAX_FREE_EVENTS + 2];
-    struct ao_idle_s *next;
-} ao_idle_t;
-static ao_idle_t *idle_mapped; // newest first
-static size_t idle_mapped_bytes;
-
-// Keep c's mapping with the events of its last uses (taken: the caller
-// puts them back only if this fails).
-static bool idle_keep(ao_chunk_t *c, CUevent *ev, int nev)
-{
-    ao_idle_t *i = malloc(sizeof *i);
-    if (!i) return false;
-    *i = (ao_idle_t){.base = c->base, .size = c->size, .phys = c->phys, .next = idle_mapped};
-    for (int k = 0; k < nev; k++)
-        if (ev[k]) i->ev[i->nev++] = ev[k];
-    for (int k = 0; k < c->nfree_ev && i->nev < AO_MAX_FREE_EVENTS + 2; k++)
-        i->ev[i->nev++] = c->free_ev[k], c->free_ev[k] = NULL;
-    if (c->ev_copy && i->nev < AO_MAX_FREE_EVENTS + 2) i->ev[i->nev++] = c->ev_copy, c->ev_copy = NULL;
-    idle_mapped = i;
-    idle_mapped_bytes += c->size;
-    return true;
-}
-
-static void idle_ordered(ao_idle_t *i)
-{
-    for (int k = 0; k < i->nev; k++) {
-        ao_real.cuEventSynchronize(i->ev[k]);
-        ao_event_put(i->ev[k], false);
-    }
-    i->nev = 0;
-}
-
-// One of exactly size, taken (its memory and address become the chunk's).
-static bool idle_take(ao_chunk_t *c)
-{
-    for (ao_idle_t **pp = &idle_mapped; *pp; pp = &(*pp)->next)
-        if ((*pp)->size == c->size) {
-            ao_idle_t *i = *pp;
-            *pp = i->next;
-            idle_mapped_bytes -= i->size;
-            idle_ordered(i);
-            c->base = i->base;
-            c->phys = i->phys;
-            free(i);
-            return true;
-        }
-    return false;
-}
-
-// Unmap kept chunks until at least need bytes went to the pool (SIZE_MAX:
-// all): those that can tile a chunk of size fit (no larger: a handle maps
-// whole) first, largest first, then the others. Returns whether any did.
-static bool idle_better(size_t a, size_t b, size_t fit)
-{
-    bool fa = a <= fit, fb = b <= fit;
-    if (fa != fb) return fa;
-    return fa ? a > b : a < b;
-}
-
-static bool idle_unmap_for(size_t need, size_t fit)
-{
-    bool any = false;
-    size_t got = 0;
-    while (idle_mapped && got < need) {
-        ao_idle_t **best = &idle_mapped;
-        for (ao_idle_t **pp = &(*best)->next; *pp; pp = &(*pp)->next)
-            if (idle_better((*pp)->size, (*best)->size, fit)) best = pp;
-        ao_idle_t *i = *best;
-        idle_ordered(i);
-        CUresult r = ao_phys_unmap(i->base, i->size, &i->phys);
-        if (r != CUDA_SUCCESS) r = ao_phys_unmap(i->base, i->size, &i->phys);
-        if (r != CUDA_SUCCESS) { // still a good mapping: it stays in the cache (exit retries)
-            WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): idle memory stays mapped", (int)r);
-            break;
-        }
-        *best = i->next;
-        idle_mapped_bytes -= i->size;
-        ao_va_free(i->base, i->size);
-        got += i->size;
-        any = true;
-        free(i);
-    }
-    return any;
-}
-
-static bool idle_unmap(size_t need)
-{
-    return idle_unmap_for(need, SIZE_MAX);
-}
-
-static CUresult chunk_map(ao_chunk_t *c)
-{
-    // A forward layer whose host waits here (for a release, for new physical
-    // memory) leaves its stream idle meanwhile. That idle time is exposed
-    // copy time, not the layer's compute: counted as compute, it made the
-    // planner see a longer forward that hid the copies, and predict half the
-    // exposed time the step had. Timed, and taken off the layer's time.
-    ao_scope_t *s = c->scope;
-    CUevent idle0 = NULL;
-    if (ao_phys_idle() < c->size && s == ao_eng.open && s->ev_fwd0) idle0 = ao_ev_record(s->stream, true);
-    while (ao_phys_idle() < c->size &&
-           (idle_unmap_for(c->size - ao_phys_idle(), c->size) || ao_wait_one_release())) {
-    }
-    CUresult r = ao_phys_map(c->base, c->size, &c->phys, c->split);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        ao_drain_locked();
-        idle_unmap(SIZE_MAX);
-        r = ao_phys_map(c->base, c->size, &c->phys, c->split);
-    } else if (r != CUDA_SUCCESS) {
-        // Once more: a failed map or set-access may have been passing (the
-        // failed attempt undid itself), and a chunk left unmapped is a fault
-        // for the next kernel that needs it.
-        r = ao_phys_map(c->base, c->size, &c->phys, c->split);
-    }
-    if (r == CUDA_SUCCESS) {
-        c->mapped = true;
-        ao_stat_device(0, (int64_t)c->size, 0);
-    }
-    if (idle0) ao_timed_add(idle0, ao_ev_record(s->stream, true), TIMED_IDLE, s->layer, s->mb, 0);
-    return r;
-}
-
-// Chunk structs are recycled, never freed: the launch scan reads a chunk
-// through the granule table without the engine's lock, and may do so just as
-// another thread releases it.
-static ao_chunk_t *spare_chunks;
-
-static ao_chunk_t *chunk_alloc(void)
-{
-    ao_chunk_t *c = spare_chunks;
-    if (!c) return calloc(1, sizeof *c);
-    spare_chunks = c->next;
-    // A recycled chunk may still be read by a scan: its safe_stream (already
-    // NULL since chunk_recycle) is not part of the plain clear. Its
-    // generation survives too, so that pins of its earlier lives stay stale.
-    unsigned gen = c->gen;
-    memset(c, 0, offsetof(ao_chunk_t, safe_stream));
-    memset((char *)c + offsetof(ao_chunk_t, safe_stream) + sizeof c->safe_stream, 0,
-           sizeof *c - offsetof(ao_chunk_t, safe_stream) - sizeof c->safe_stream);
-    c->gen = gen;
-    return c;
-}
-
-static void chunk_recycle(ao_chunk_t *c)
-{
-    set_safe_stream(c, NULL);
-    c->gen++; // graph pins still naming it no longer hold it (graph pins below)
-    c->next = spare_chunks;
-    spare_chunks = c;
-}
-
-static ao_chunk_t *chunk_new(ao_scope_t *s, size_t size, bool split)
-{
-    ao_chunk_t *c = chunk_alloc();
-    if (!c) return NULL;
-    c->size = size;
-    c->split = split;
-    c->scope = s;
-    c->state = AO_RESIDENT;
-    if (!ao_config.check && idle_take(c)) { // mapped already, at an address of its own
-        c->mapped = true;
-        ao_stat_device(0, (int64_t)size, 0);
-    } else if (ao_va_alloc(size, &c->base) != CUDA_SUCCESS) {
-        WARN_ONCE("aoshim's device address range is full: further buffers are not tracked");
-        chunk_recycle(c);
-        return NULL;
-    }
-    if ((!c->mapped && chunk_map(c) != CUDA_SUCCESS) ||
-        ao_extents_give(&c->free, c->base, size) < 0) {
-        if (!c->mapped || ao_chunk_unmap(c)) ao_va_free(c->base, size);
-        ao_extents_clear(&c->free);
-        chunk_recycle(c);
-        return NULL;
-    }
-    ao_stat_device(0, 0, (int64_t)size);
-    ao_rec_memory(s->layer, (int64_t)size, 0);
-    ao_chunk_set(c, AO_RESIDENT);
-    c->next = s->chunks;
-    s->chunks = c;
-    return c;
-}
-
-// A chunk with no buffer left, all of whose uses are complete, goes away:
-// unmapped, its host slots and address range given back.
-// ev, nev: the events that showed c's last uses complete (NULL: none, and
-// the mapping is not kept). Returns whether it took them.
-static bool offloads_nothing(void);
-
-bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
-{
-    bool took = false;
-    for (ao_buffer_t *b = c->buffers, *n; b; b = n) {
-        n = b->next;
-        if (b->host) ao_host_free(b->host, b->size);
-        free(b);
-    }
-    ao_rec_memory(c->scope->layer, c->mapped ? -(int64_t)c->size : 0,
-                  c->mapped ? 0 : -(int64_t)c->size);
-    ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
-    // Kept mapped only for a tracked layer to come: under a schedule that
-    // offloads nothing (known mid-way through the first step) the layers go
-    // to the real allocator, which gets the memory back at once instead
-    // (held, a 1F1B step of 4 microbatches peaked 71% over its need).
-    bool none = !ao_eng.manual && offloads_nothing();
-    if (!ao_config.check && c->mapped && ev && !none && idle_keep(c, ev, nev)) {
-        took = true;
-        c->mapped = false; // the mapping is the cache's now
-        ao_stat_device(0, -(int64_t)c->size, 0);
-    } else {
-        bool unmapped = !c->mapped || ao_chunk_unmap(c);
-        // AOSHIM_CHECK: the address stays reserved and unmapped for good, so
-        // a use after free faults instead of finding a later buffer there. A
-        // range still mapped is never handed out again either.
-        if (!ao_config.check && unmapped) ao_va_free(c->base, c->size);
-    }
-    if (none) ao_phys_trim();
-    ao_extents_clear(&c->free);
-    ao_event_put(c->ev_copy, false);
-    for (int i = 0; i < c->nfree_ev; i++)
-        ao_event_put(c->free_ev[i], false);
-    ao_stat_device(0, 0, -(int64_t)c->size);
-    for (ao_chunk_t **pp = &c->scope->chunks; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    chunk_recycle(c);
-    return took;
-}
-
-bool ao_free_events_done(const ao_chunk_t *c)
-{
-    for (int i = 0; i < c->nfree_ev; i++)
-        if (!ao_ev_done(c->free_ev[i])) return false;
-    return true;
-}
-
-static void defer(ao_deferred_t *d)
-{
-    d->next = ao_eng.deferred;
-    ao_eng.deferred = d;
-}
-
-// The last buffer of a chunk was freed. Its release waits for: the scope's
-// stream (which orders every free made on it), the frees it does not order,
-// and any copy still reading or writing the chunk.
-static void chunk_retire(ao_chunk_t *c)
-{
-    c->retiring = true;
-    bool copying =
-        (c->ev_copy && !ao_ev_done(c->ev_copy)) || c->state == AO_OFFLOADING || c->state == AO_RELOADING;
-    if (!c->mapped && !copying && ao_free_events_done(c)) {
-        ao_chunk_release(c, NULL, 0); // offloaded: nothing on the device uses it
-        return;
-    }
-    ao_deferred_t *d = calloc(1, sizeof *d);
-    if (!d) {
-        // No memory to defer: wait for the whole device. Rare enough that
-        // blocking this one caller is the honest fallback.
-        for (int i = 0; i < ao_eng.nstreams; i++) {
-            CUevent e = ao_ev_record(ao_eng.streams[i], false);
-            if (e) ao_real.cuEventSynchronize(e), ao_event_put(e, false);
-        }
-        ao_real.cuStreamSynchronize(ao_eng.d2h);
-        ao_real.cuStreamSynchronize(ao_eng.h2d);
-        ao_chunk_release(c, NULL, 0);
-        return;
-    }
-    d->chunk = c;
-    d->ev[d->nev++] = ao_ev_record(c->scope->stream, false);
-    if (copying) d->ev[d->nev++] = ao_ev_record(c->state == AO_RELOADING ? ao_eng.h2d : ao_eng.d2h, false);
-    defer(d);
-}
-
-// --- scopes -------------------------------------------------------------------------------
-static void learn_free(ao_learn_t *l)
-{
-    free(l->size);
-    free(l->flags);
-    memset(l, 0, sizeof *l);
-}
-
-static bool learn_push(ao_learn_t *l, uint64_t size, uint8_t flags)
-{
-    if ((l->n & (l->n - 1)) == 0) { // grow at powers of two
-        size_t cap = l->n ? l->n * 2 : 16;
-        uint64_t *ns = realloc(l->size, cap * sizeof *ns);
-        if (ns) l->size = ns;
-        uint8_t *nf = realloc(l->flags, cap);
-        if (nf) l->flags = nf;
-        if (!ns || !nf) return false;
-    }
-    l->size[l->n] = size;
-    l->flags[l->n] = flags;
-    l->n++;
-    return true;
-}
-
-void ao_scope_destroy(ao_scope_t *s)
-{
-    for (ao_scope_t **pp = &ao_eng.scopes; *pp; pp = &(*pp)->next)
-        if (*pp == s) {
-            *pp = s->next;
-            break;
-        }
-    ao_event_put(s->ev_release, false);
-    ao_event_put(s->ev_copied, false);
-    ao_event_put(s->ev_reloaded, false);
-    ao_event_put(s->ev_fwd0, true);
-    learn_free(&s->rec);
-    free(s->stays);
-    free(s);
-}
-
-static ao_scope_t *scope_find(int layer, int mb)
-{
-    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
-        if (s->layer == layer && s->mb == mb && !s->recompute) return s;
-    return NULL;
-}
-
 // --- allocation -----------------------------------------------------------------------------
 static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize, bool stays)
 {
@@ -503,10 +112,10 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
     bool planned = plan && seq < plan->n && plan->size[seq] == size;
     // Not the size the layer allocated last step (shapes changing): the
     // kept mappings are of the old sizes, and the pool tiles new ones best.
-    if (plan && !planned && idle_mapped) idle_unmap(SIZE_MAX);
+    if (plan && !planned && ao_idle_mapped) ao_idle_unmap(SIZE_MAX);
     if (planned && plan->flags[seq] & (LEARN_TEMP | LEARN_KEPT)) {
         // A temporary last step (or kept): the real allocator serves it.
-        learn_push(&s->rec, size, plan->flags[seq]);
+        ao_learn_push(&s->rec, size, plan->flags[seq]);
         goto out;
     }
     size_t rsize = (size + AO_ALIGN - 1) & ~(AO_ALIGN - 1);
@@ -524,7 +133,7 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
             first = c->stays != stays;
         uint64_t saved = !first ? 0 : !s->stays ? plan->saved : stays ? s->part_stays : s->part_goes;
         if (saved > want) want = ao_vmm_round(saved);
-        ao_chunk_t *c = chunk_new(s, want, s->stays != NULL);
+        ao_chunk_t *c = ao_chunk_new(s, want, s->stays != NULL);
         if (c) c->stays = stays, b = suballoc(s, rsize, stays);
     }
     if (!b) {
@@ -534,10 +143,10 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
     b->size = size;
     b->rsize = rsize;
     b->seq = seq;
-    learn_push(&s->rec, size, 0);
+    ao_learn_push(&s->rec, size, 0);
     if (!ao_ptrmap_put(&ao_buffers, b->addr, (uint64_t)(uintptr_t)b)) {
         b->freed = true; // unreachable by free: release it now
-        if (--b->chunk->nlive == 0) chunk_retire(b->chunk);
+        if (--b->chunk->nlive == 0) ao_chunk_retire(b->chunk);
         r = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -611,7 +220,7 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
         free_event(c, stream);
     }
     if (c->nlive == 0) {
-        chunk_retire(c);
+        ao_chunk_retire(c);
         // AOSHIM_CHECK: unmapped at once. The host waits for the events of
         // the free's point on the GPU (work queued before it may still read
         // the buffer), then the chunk goes. Slow: a debugging mode.
@@ -661,7 +270,7 @@ static bool evict_prefetched(void)
                 }
             ao_rec_memory(s->layer, -(int64_t)c->size, (int64_t)c->size);
             c->prefetched = false;
-            set_safe_stream(c, NULL);
+            ao_set_safe_stream(c, NULL);
             ao_chunk_set(c, AO_OFFLOADED);
             ao_stat_add(AO_STAT_PREFETCH_EVICTED, 1);
             any = true;
@@ -693,7 +302,7 @@ bool ao_engine_trim(void)
     }
     ao_drain_locked();
     bool evicted = evict_prefetched();
-    idle_unmap(SIZE_MAX);
+    ao_idle_unmap(SIZE_MAX);
     size_t n = ao_phys_trim() + evicted;
     pthread_mutex_unlock(&ao_eng.mu);
     if (n) ao_stat_add(AO_STAT_OOM_RETRIES, 1);
@@ -728,7 +337,7 @@ static void defer_host_slots(ao_chunk_t *c)
             d->host = b->host;
             d->host_size = b->size;
             d->ev[d->nev++] = ao_ev_record(ao_eng.d2h, false);
-            defer(d);
+            ao_defer(d);
         } else {
             WARN_ONCE("out of host memory: a pinned slot is not reused");
         }
@@ -806,7 +415,7 @@ static bool layer_selected(int layer)
 // The schedule offloads no layer at all (none, 0, 0%, a list of none, a plan
 // of nothing); known from the start for a set naming no layer, otherwise
 // once the layer count is.
-static bool offloads_nothing(void)
+bool ao_offloads_nothing(void)
 {
     return ao_sched_now.none;
 }
@@ -942,7 +551,7 @@ static void cancel_chunk(ao_chunk_t *c)
     ao_event_put(c->ev_copy, false);
     c->ev_copy = ao_ev_record(ao_eng.d2h, false);
     defer_host_slots(c);
-    set_safe_stream(c, NULL);
+    ao_set_safe_stream(c, NULL);
     // The copies still read it: every stream that uses it from now on waits
     // for them first (on the GPU, once), as after a reload. A kernel that
     // writes it must not run under a copy still reading.
@@ -968,7 +577,7 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
             continue;
         }
         if (c->state != AO_OFFLOADED) continue;
-        CUresult r = chunk_map(c);
+        CUresult r = ao_chunk_map(c);
         if (r != CUDA_SUCCESS) {
             ao_stat_add(AO_STAT_KEPT_NO_DEVICE_SPACE, 1);
             if (r == CUDA_ERROR_OUT_OF_MEMORY)
@@ -1030,7 +639,7 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
             if (!b->freed && b->host) ao_rec_site(b->site, (int64_t)b->size, 0);
         bytes += cbytes;
         buffers += cbuffers;
-        set_safe_stream(c, NULL);
+        ao_set_safe_stream(c, NULL);
         c->reloaded = true;
         c->prefetched = prefetch;
         ao_chunk_set(c, AO_RELOADING);
@@ -1197,7 +806,7 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
             keep = keep > away ? keep - away : 0;
         }
         ao_drain_locked();
-        idle_unmap(SIZE_MAX);
+        ao_idle_unmap(SIZE_MAX);
         ao_phys_trim_to(keep);
     }
     ao_auto.plan = p;
@@ -1342,7 +951,7 @@ static void plan_reshape(int layer, uint64_t saved, uint64_t was, uint64_t held,
         fmt_bytes(was_b, sizeof was_b, was);
         snprintf(ao_auto.shape_why, sizeof ao_auto.shape_why,
                  "re-planned: layer %d saves %s, was %s (shapes changed)", layer, now_b, was_b);
-        idle_unmap(SIZE_MAX);
+        ao_idle_unmap(SIZE_MAX);
         ao_phys_trim();
     }
     ao_auto.why = ao_auto.shape_why;
@@ -1392,14 +1001,14 @@ static void trim_to_learned(void)
     size_t n = (size_t)ao_eng.nlayers * (size_t)(ao_auto.mbs > 0 ? ao_auto.mbs : 1), k = 0;
     size_t *keep = n ? malloc(n * sizeof *keep) : NULL;
     if (!keep) {
-        idle_unmap(SIZE_MAX);
+        ao_idle_unmap(SIZE_MAX);
         ao_phys_trim();
         return;
     }
     for (int l = 0; l < ao_eng.nlayers; l++)
         for (int mb = 0; mb < (ao_auto.mbs > 0 ? ao_auto.mbs : 1) && ao_eng.learned[l].saved; mb++)
             keep[k++] = ao_vmm_round(ao_eng.learned[l].saved);
-    idle_unmap(SIZE_MAX);
+    ao_idle_unmap(SIZE_MAX);
     ao_phys_trim_except(keep, k);
     free(keep);
 }
@@ -1545,10 +1154,10 @@ int ao_engine_layer_begin(int layer)
     // reloads took more: measured, the peak of 4 of 12 offloaded layers rose
     // by 17%). The manual schedule may name any layer.
     if (!ao_sched_now.name) sched_update(); // a layer before the program's first CUDA call
-    s->passthrough = !ao_eng.manual && offloads_nothing();
+    s->passthrough = !ao_eng.manual && ao_offloads_nothing();
     if (s->passthrough && ao_auto.on) s->pt0 = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
-    if (s->passthrough && (idle_mapped || ao_phys_idle())) { // the tracked scopes' left over
-        idle_unmap(SIZE_MAX);
+    if (s->passthrough && (ao_idle_mapped || ao_phys_idle())) { // the tracked scopes' left over
+        ao_idle_unmap(SIZE_MAX);
         ao_phys_trim();
     }
     ao_eng.open = s;
@@ -1600,9 +1209,9 @@ int ao_engine_layer_end(int layer)
         }
     if (s->rec.saved > ao_eng.max_saved) ao_eng.max_saved = s->rec.saved;
     if (s->passthrough) { // nothing tracked: what was learned when it was stays
-        learn_free(&s->rec);
+        ao_learn_free(&s->rec);
     } else {
-        learn_free(&ao_eng.learned[layer]);
+        ao_learn_free(&ao_eng.learned[layer]);
         ao_eng.learned[layer] = s->rec;
         if (ao_auto.on) ao_auto.cur[layer] += s->rec.saved, ao_auto.tracked[layer / 64] |= 1ull << (layer % 64);
     }
@@ -1685,20 +1294,20 @@ int ao_engine_backward_begin(int layer)
     // Layers needed now are not taken back any more: their host copies go
     // once their reloads are complete.
     for (int l = layer; l >= layer - 1 && l >= 0; l--) {
-        ao_scope_t *s = scope_find(l, mb);
+        ao_scope_t *s = ao_scope_find(l, mb);
         for (ao_chunk_t *c = s ? s->chunks : NULL; c; c = c->next)
             unprefetch(c);
     }
     // The stream that runs this backward waits on the GPU; the host goes on.
     CUevent w0 = NULL;
     for (int l = layer; l >= layer - 1 && l >= 0; l--) {
-        ao_scope_t *s = scope_find(l, mb);
+        ao_scope_t *s = ao_scope_find(l, mb);
         if (!s || s->state != AO_RELOADING) continue;
         if (!w0) w0 = ao_ev_record(cs, true);
         ao_gpu_wait(cs, s->ev_reloaded);
         for (ao_chunk_t *c = s->chunks; c; c = c->next)
             if (c->state == AO_RELOADING) {
-                set_safe_stream(c, cs); // launches on cs need no more than this wait
+                ao_set_safe_stream(c, cs); // launches on cs need no more than this wait
                 ao_chunk_set(c, AO_RELOADING);
             }
     }
@@ -1757,9 +1366,9 @@ int ao_engine_step_end(void)
     // the driver, where the real allocator, which serves the layers now, can
     // have it; otherwise the step would hold both. The host waits here, once,
     // for the releases under way.
-    if (ao_eng.ready && (first || (ao_auto.on && ao_auto.plan.count < before)) && offloads_nothing()) {
+    if (ao_eng.ready && (first || (ao_auto.on && ao_auto.plan.count < before)) && ao_offloads_nothing()) {
         ao_drain_locked();
-        idle_unmap(SIZE_MAX);
+        ao_idle_unmap(SIZE_MAX);
         ao_phys_trim();
         ao_host_trim(); // and the host memory its copies pinned
     } else if (ao_eng.ready && ao_auto.reshaped) {
@@ -1858,7 +1467,7 @@ static ao_scope_t *manual_scope(const char *fn, int layer, int *rc)
         return NULL;
     }
     *rc = 0;
-    return scope_find(layer, ao_eng.mb);
+    return ao_scope_find(layer, ao_eng.mb);
 }
 
 int ao_engine_offload_layer(int layer)
@@ -2243,7 +1852,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
         ao_gpu_wait(s, sc->ev_reloaded);
         ao_gpu_wait(s, c->ev_copy);
         if (!c->safe_stream) {
-            set_safe_stream(c, s);
+            ao_set_safe_stream(c, s);
             ao_chunk_set(c, AO_RESIDENT);
         }
     }
@@ -2254,7 +1863,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
         } else if (c->safe_stream != s) {
             ao_gpu_wait(s, sc->ev_reloaded);
             if (!c->safe_stream) {
-                set_safe_stream(c, s);
+                ao_set_safe_stream(c, s);
                 ao_chunk_set(c, AO_RELOADING);
             }
             late = true;
@@ -2388,9 +1997,9 @@ static CUresult release_all(const char **what)
             }
             c->mapped = false;
         }
-    while (idle_mapped) { // the cache's mappings too
-        ao_idle_t *i = idle_mapped;
-        idle_mapped = i->next;
+    while (ao_idle_mapped) { // the cache's mappings too
+        ao_idle_t *i = ao_idle_mapped;
+        ao_idle_mapped = i->next;
         i->nev = 0; // every event is gone (events_destroy_all); the context is synchronized
         r = ao_phys_unmap(i->base, i->size, &i->phys);
         if (r != CUDA_SUCCESS && !driver_gone(r)) r = ao_phys_unmap(i->base, i->size, &i->phys);
@@ -2401,7 +2010,7 @@ static CUresult release_all(const char **what)
             if (first == CUDA_SUCCESS) first = r, *what = "unmapping device memory";
         }
     }
-    idle_mapped_bytes = 0;
+    ao_idle_mapped_bytes = 0;
     r = ao_vmm_fini(all_unmapped);
     if (driver_gone(r)) return r;
     if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r, *what = "releasing device memory";

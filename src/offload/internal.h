@@ -161,6 +161,17 @@ typedef struct ao_timed_s {
     uint64_t bytes;
 } ao_timed_t;
 
+// A mapping kept for a chunk of the same size to come, with the events of
+// its last uses (chunk.c: the idle-mapping cache).
+typedef struct ao_idle_s {
+    CUdeviceptr base;
+    size_t size;
+    ao_phys_t phys;
+    int nev;
+    CUevent ev[AO_MAX_FREE_EVENTS + 2];
+    struct ao_idle_s *next;
+} ao_idle_t;
+
 // The engine's state.
 typedef struct ao_engine_s {
     pthread_mutex_t mu;
@@ -262,12 +273,8 @@ extern ao_sched_t ao_sched_now;
     } while (0)
 
 // --- engine.c --------------------------------------------------------------------------------
-bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev);
-void ao_chunk_set(ao_chunk_t *c, ao_state_t st);
-bool ao_chunk_unmap(ao_chunk_t *c);
-bool ao_free_events_done(const ao_chunk_t *c);
 void ao_host_slots_free(ao_chunk_t *c);
-void ao_scope_destroy(ao_scope_t *s);
+bool ao_offloads_nothing(void);
 
 // --- events.c --------------------------------------------------------------------------------
 CUstream ao_current_stream(void);
@@ -284,5 +291,23 @@ void ao_timed_add(CUevent ev0, CUevent ev1, int kind, int layer, int mb, uint64_
 void ao_timed_read(void);
 extern int ao_user_threads;
 bool ao_wait_one_release(void);
+
+// --- chunk.c ---------------------------------------------------------------------------------
+CUresult ao_chunk_map(ao_chunk_t *c);
+ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split);
+bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev);
+void ao_chunk_retire(ao_chunk_t *c);
+void ao_chunk_set(ao_chunk_t *c, ao_state_t st);
+bool ao_chunk_unmap(ao_chunk_t *c);
+void ao_defer(ao_deferred_t *d);
+bool ao_free_events_done(const ao_chunk_t *c);
+extern ao_idle_t *ao_idle_mapped; // newest first
+extern size_t ao_idle_mapped_bytes;
+bool ao_idle_unmap(size_t need);
+void ao_learn_free(ao_learn_t *l);
+bool ao_learn_push(ao_learn_t *l, uint64_t size, uint8_t flags);
+void ao_scope_destroy(ao_scope_t *s);
+ao_scope_t *ao_scope_find(int layer, int mb);
+void ao_set_safe_stream(ao_chunk_t *c, CUstream s);
 
 #endif // AO_OFFLOAD_INTERNAL_H
