@@ -11,7 +11,6 @@ ao_engine_t ao_eng = {.mu = PTHREAD_MUTEX_INITIALIZER, .max_fwd_layer = -1};
 ao_ptrmap_t ao_buffers = AO_PTRMAP_INIT;
 ao_auto_t ao_auto;
 ao_sched_t ao_sched_now;
-static void sched_update(void);
 
 bool ao_engine_off;
 const char *ao_engine_declined;
@@ -26,7 +25,7 @@ void *ao_engine_open_scope; // ao_eng.open, for the lock-free check
 // thread may have no current context (a framework's autograd thread): use
 // the primary context then.
 static void plan_budget(void);
-static bool ensure_ready(void)
+bool ao_engine_ensure_ready(void)
 {
     CUcontext c = NULL;
     if (ao_eng.ready) {
@@ -62,251 +61,8 @@ static bool ensure_ready(void)
     ao_auto.on = ao_config.offload_layers.kind == AO_LAYERS_AUTO;
     ao_auto.timing = ao_auto.on || ao_config.report_html || ao_config.trace;
     if (ao_auto.on) plan_budget();
-    sched_update();
+    ao_sched_update();
     return true;
-}
-
-// --- allocation -----------------------------------------------------------------------------
-static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize, bool stays)
-{
-    for (ao_chunk_t *c = s->chunks; c; c = c->next) {
-        uint64_t lo;
-        if (c->state != AO_RESIDENT || c->stays != stays ||
-            ao_extents_take(&c->free, rsize, &lo) < 0)
-            continue;
-        ao_buffer_t *b = calloc(1, sizeof *b);
-        if (!b) {
-            ao_extents_give(&c->free, lo, rsize);
-            return NULL;
-        }
-        b->addr = lo;
-        b->chunk = c;
-        b->next = c->buffers;
-        c->buffers = b;
-        c->nlive++;
-        return b;
-    }
-    return NULL;
-}
-
-CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
-{
-    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-    pthread_mutex_lock(&ao_eng.mu);
-    ao_scope_t *s = ao_eng.open;
-    if (!s || s->passthrough || !ensure_ready()) goto out;
-    // The layer's allocations are those its thread makes, or any made on its
-    // stream. Another thread's buffers on other streams (a data loader, a
-    // communication thread) are not the layer's to move.
-    if (!pthread_equal(pthread_self(), s->thread) && stream != s->stream) goto out;
-    if (stream) {
-        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-        if (ao_real.cuStreamIsCapturing(stream, &cs) == CUDA_SUCCESS &&
-            cs != CU_STREAM_CAPTURE_STATUS_NONE)
-            goto out; // graph memory belongs to the graph
-        ao_note_stream_locked(stream);
-    }
-    ao_poll_locked();
-    unsigned seq = s->rec.n;
-    const ao_learn_t *plan = s->plan;
-    bool planned = plan && seq < plan->n && plan->size[seq] == size;
-    // Not the size the layer allocated last step (shapes changing): the
-    // kept mappings are of the old sizes, and the pool tiles new ones best.
-    if (plan && !planned && ao_idle_mapped) ao_idle_unmap(SIZE_MAX);
-    if (planned && plan->flags[seq] & (LEARN_TEMP | LEARN_KEPT)) {
-        // A temporary last step (or kept): the real allocator serves it.
-        ao_learn_push(&s->rec, size, plan->flags[seq]);
-        goto out;
-    }
-    size_t rsize = (size + AO_ALIGN - 1) & ~(AO_ALIGN - 1);
-    // A layer offloaded in part: the buffers the schedule keeps have chunks
-    // of their own, which are never copied out.
-    bool stays = planned && s->stays && s->stays[seq];
-    // AOSHIM_CHECK: every buffer its own chunk, so that its free can unmap it.
-    ao_buffer_t *b = ao_config.check ? NULL : suballoc(s, rsize, stays);
-    if (!b) {
-        // One chunk for the layer's whole saved set (or for each part) when
-        // last step told us its size; otherwise a chunk of this buffer's size.
-        size_t want = ao_vmm_round(rsize);
-        bool first = planned;
-        for (ao_chunk_t *c = s->chunks; c && first; c = c->next)
-            first = c->stays != stays;
-        uint64_t saved = !first ? 0 : !s->stays ? plan->saved : stays ? s->part_stays : s->part_goes;
-        if (saved > want) want = ao_vmm_round(saved);
-        ao_chunk_t *c = ao_chunk_new(s, want, s->stays != NULL);
-        if (c) c->stays = stays, b = suballoc(s, rsize, stays);
-    }
-    if (!b) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
-    b->size = size;
-    b->rsize = rsize;
-    b->seq = seq;
-    ao_learn_push(&s->rec, size, 0);
-    if (!ao_ptrmap_put(&ao_buffers, b->addr, (uint64_t)(uintptr_t)b)) {
-        b->freed = true; // unreachable by free: release it now
-        if (--b->chunk->nlive == 0) ao_chunk_retire(b->chunk);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out;
-    }
-    ao_stat_add(AO_STAT_TRACKED_BUFFERS, 1);
-    b->site = ao_rec_alloc(s->layer, size);
-    *out = b->addr;
-    r = CUDA_SUCCESS;
-out:
-    pthread_mutex_unlock(&ao_eng.mu);
-    return r;
-}
-
-// Record an event ordering a free the chunk's scope stream does not order.
-static void free_event(ao_chunk_t *c, CUstream s)
-{
-    // One event per stream, re-recorded: a later point on a stream covers
-    // the earlier ones, and nothing is dropped, so a reload can still be
-    // ordered after every use on the GPU (not only through the host thread
-    // that saw them complete).
-    for (int i = 0; i < c->nfree_ev; i++)
-        if (c->free_ev_stream[i] == s) {
-            ao_ev_rerecord(c->free_ev[i], s);
-            return;
-        }
-    if (c->nfree_ev == AO_MAX_FREE_EVENTS) { // more streams than slots: wait for the oldest
-        ao_real.cuEventSynchronize(c->free_ev[0]);
-        ao_event_put(c->free_ev[0], false);
-        c->nfree_ev--;
-        memmove(c->free_ev, c->free_ev + 1, (size_t)c->nfree_ev * sizeof *c->free_ev);
-        memmove(c->free_ev_stream, c->free_ev_stream + 1,
-                (size_t)c->nfree_ev * sizeof *c->free_ev_stream);
-    }
-    CUevent e = ao_ev_record(s, false);
-    if (!e) return;
-    c->free_ev_stream[c->nfree_ev] = s;
-    c->free_ev[c->nfree_ev++] = e;
-}
-
-// A free costs no driver call in the common case (a stream-ordered free on
-// the layer's own stream): the buffer is marked, and the chunk is released
-// once its last buffer is freed and its stream has passed that point.
-CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
-{
-    pthread_mutex_lock(&ao_eng.mu);
-    ao_buffer_t *b = (ao_buffer_t *)(uintptr_t)ao_ptrmap_take(&ao_buffers, p);
-    if (!b) {
-        pthread_mutex_unlock(&ao_eng.mu);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    ao_chunk_t *c = b->chunk;
-    ao_scope_t *s = c->scope;
-    b->freed = true;
-    c->nlive--;
-    if (c->mapped) ao_rec_site(b->site, -(int64_t)b->size, 0);
-    // The allocation record learns which buffers are temporaries.
-    if (s == ao_eng.open && b->seq < s->rec.n) s->rec.flags[b->seq] |= LEARN_TEMP;
-    if (s != ao_eng.open && !s->recompute && c->state == AO_RESIDENT && s->offload_pending &&
-        b->seq < ao_eng.learned[s->layer].n)
-        ao_eng.learned[s->layer].flags[b->seq] |= LEARN_GONE;
-    if (c->state == AO_OFFLOADING) ao_stat_add(AO_STAT_COPIES_SKIPPED, 1);
-    if (!c->mapped) {
-        // Offloaded: no device memory; its copy out has completed.
-        if (b->host) ao_host_free(b->host, b->size);
-        b->host = NULL;
-    } else if (!async) {
-        // cudaFree: after all work on every stream aoshim knows.
-        for (int i = 0; i < ao_eng.nstreams; i++)
-            free_event(c, ao_eng.streams[i]);
-    } else if (stream != s->stream) {
-        ao_note_stream_locked(stream);
-        free_event(c, stream);
-    }
-    if (c->nlive == 0) {
-        ao_chunk_retire(c);
-        // AOSHIM_CHECK: unmapped at once. The host waits for the events of
-        // the free's point on the GPU (work queued before it may still read
-        // the buffer), then the chunk goes. Slow: a debugging mode.
-        if (ao_config.check) ao_drain_locked();
-    }
-    pthread_mutex_unlock(&ao_eng.mu);
-    return CUDA_SUCCESS;
-}
-
-// A prefetched chunk stops being reclaimable once it is needed or used: its
-// host copy goes when its reload is complete (at once if it is).
-static void unprefetch(ao_chunk_t *c)
-{
-    if (!c->prefetched) return;
-    c->prefetched = false;
-    if (c->state == AO_RESIDENT) ao_host_slots_free(c);
-}
-
-// The program ran out of device memory: layers brought back ahead of their
-// backward and not used since give their memory back (their host copies are
-// intact), to be reloaded at their backward. A prefetch never takes memory
-// the program needs.
-static bool evict_prefetched(void)
-{
-    bool any = false;
-    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next) {
-        bool all = s->chunks != NULL;
-        for (ao_chunk_t *c = s->chunks; c; c = c->next) {
-            if (!c->prefetched || !c->mapped || c->retiring ||
-                (c->state != AO_RESIDENT && c->state != AO_RELOADING)) {
-                all &= c->state == AO_OFFLOADED;
-                continue;
-            }
-            // The copy back must be done before the memory goes; nothing else
-            // used the chunk since (a use would have ended its prefetch).
-            if (s->ev_reloaded) ao_real.cuEventSynchronize(s->ev_reloaded);
-            ao_vmm_mark(c->base, c->size, AO_GS_AWAY, c);
-            ao_scan_quiesce();
-            if (!ao_chunk_unmap(c)) { // still mapped: it stays as it was
-                ao_chunk_set(c, c->state);
-                continue;
-            }
-            for (ao_buffer_t *b = c->buffers; b; b = b->next)
-                if (!b->freed) { // released again: counted as the offload it is
-                    ao_stat_add(AO_STAT_OFFLOADED_BYTES, (int64_t)b->size);
-                    ao_rec_site(b->site, -(int64_t)b->size, b->size);
-                }
-            ao_rec_memory(s->layer, -(int64_t)c->size, (int64_t)c->size);
-            c->prefetched = false;
-            ao_set_safe_stream(c, NULL);
-            ao_chunk_set(c, AO_OFFLOADED);
-            ao_stat_add(AO_STAT_PREFETCH_EVICTED, 1);
-            any = true;
-        }
-        if (any && all) s->state = AO_OFFLOADED;
-    }
-    return any;
-}
-
-bool ao_engine_trim(void)
-{
-    if (!ao_eng.ready) return false;
-    pthread_mutex_lock(&ao_eng.mu);
-    if (!ao_eng.ready) { // shut down at exit meanwhile
-        pthread_mutex_unlock(&ao_eng.mu);
-        return false;
-    }
-    if (ao_auto.on) {
-        // The device ran out under the budget: what it held then is the
-        // budget from now on, and the next step's plan keeps under it.
-        uint64_t held =
-            ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) + ao_stat_get(AO_STAT_TRACKED_RESIDENT_BYTES);
-        if (held && held < ao_auto.budget) {
-            ao_auto.budget = held - held / 50;
-            ao_auto.why = "re-planned after the device ran out of memory";
-            ao_auto.planned = ao_auto.planned && ao_auto.plan.count > 0; // a plan of nothing is no plan now
-            sched_update();
-        }
-    }
-    ao_drain_locked();
-    bool evicted = evict_prefetched();
-    ao_idle_unmap(SIZE_MAX);
-    size_t n = ao_phys_trim() + evicted;
-    pthread_mutex_unlock(&ao_eng.mu);
-    if (n) ao_stat_add(AO_STAT_OOM_RETRIES, 1);
-    return n > 0;
 }
 
 // --- offload and reload ---------------------------------------------------------------------
@@ -452,7 +208,7 @@ static void offload(ao_scope_t *s)
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
         if (!c->prepared) continue;
         for (int i = 0; i < ao_eng.nstreams; i++)
-            if (ao_eng.streams[i] != s->stream) free_event(c, ao_eng.streams[i]);
+            if (ao_eng.streams[i] != s->stream) ao_free_event(c, ao_eng.streams[i]);
         for (int i = 0; i < c->nfree_ev; i++)
             ao_gpu_wait(ao_eng.d2h, c->free_ev[i]);
     }
@@ -659,7 +415,7 @@ static int reload(ao_scope_t *s, bool missed, bool prefetch)
 }
 
 // --- the schedule and the plan (AOSHIM_OFFLOAD_LAYERS=auto) -------------------------------
-static void sched_update(void)
+void ao_sched_update(void)
 {
     ao_sched_in_t in = {
         .cfg = &ao_config,
@@ -729,7 +485,7 @@ static void copy_too_late(const ao_scope_t *s)
         if (ao_auto.late && l >= ao_auto.late_from) return;
         ao_auto.late = true;
         ao_auto.late_from = l;
-        sched_update();
+        ao_sched_update();
         snprintf(ao_auto.late_why, sizeof ao_auto.late_why,
                  "layer %d on not offloaded: its copy out was late for its reload", l);
     } else {
@@ -811,7 +567,7 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     }
     ao_auto.plan = p;
     ao_auto.planned = true;
-    sched_update(); // mid-step too (a re-plan on changed shapes): the layers still to come follow it
+    ao_sched_update(); // mid-step too (a re-plan on changed shapes): the layers still to come follow it
     if (changed) {
         ao_auto.plans++;
         ao_auto.said_why = ao_auto.why;
@@ -957,7 +713,7 @@ static void plan_reshape(int layer, uint64_t saved, uint64_t was, uint64_t held,
     ao_auto.why = ao_auto.shape_why;
     ao_auto.reshaped = true;
     ao_auto.late = false; // the timing changes with the shapes
-    sched_update();
+    ao_sched_update();
     memset(ao_auto.late_d, 0, sizeof ao_auto.late_d);
     ao_plan_in_t in = {
         .nlayers = n,
@@ -1031,7 +787,7 @@ static int enter(void)
     // an event); the engine comes up at the program's first allocation,
     // which may be inside a layer already begun.
     bool cuda = ao_eng.ready || __atomic_load_n(&ao_cuda_touched, __ATOMIC_RELAXED);
-    if (cuda && !ensure_ready()) {
+    if (cuda && !ao_engine_ensure_ready()) {
         pthread_mutex_unlock(&ao_eng.mu);
         return AOSHIM_EDISABLED;
     }
@@ -1153,7 +909,7 @@ int ao_engine_layer_begin(int layer)
     // (passed through, it would sit in the real allocator's pool while
     // reloads took more: measured, the peak of 4 of 12 offloaded layers rose
     // by 17%). The manual schedule may name any layer.
-    if (!ao_sched_now.name) sched_update(); // a layer before the program's first CUDA call
+    if (!ao_sched_now.name) ao_sched_update(); // a layer before the program's first CUDA call
     s->passthrough = !ao_eng.manual && ao_offloads_nothing();
     if (s->passthrough && ao_auto.on) s->pt0 = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
     if (s->passthrough && (ao_idle_mapped || ao_phys_idle())) { // the tracked scopes' left over
@@ -1255,7 +1011,7 @@ int ao_engine_backward_begin(int layer)
         ao_eng.phase[mb] = PHASE_BACKWARD;
         if (ao_eng.max_fwd_layer + 1 > ao_eng.nlayers) {
             ao_eng.nlayers = ao_eng.max_fwd_layer + 1;
-            sched_update();
+            ao_sched_update();
         }
     }
     release_point(mb, NULL);
@@ -1296,7 +1052,7 @@ int ao_engine_backward_begin(int layer)
     for (int l = layer; l >= layer - 1 && l >= 0; l--) {
         ao_scope_t *s = ao_scope_find(l, mb);
         for (ao_chunk_t *c = s ? s->chunks : NULL; c; c = c->next)
-            unprefetch(c);
+            ao_unprefetch(c);
     }
     // The stream that runs this backward waits on the GPU; the host goes on.
     CUevent w0 = NULL;
@@ -1360,7 +1116,7 @@ int ao_engine_step_end(void)
     int before = ao_auto.planned ? ao_auto.plan.count : ao_eng.nlayers;
     if (ao_eng.ready) ao_timed_read();
     if (ao_auto.on && ao_eng.ready && !ao_eng.manual) plan_step(); // the manual schedule is the program's
-    sched_update();
+    ao_sched_update();
     // No layer tracked from now on (a policy or a plan that offloads
     // nothing): the idle physical memory of the tracked steps goes back to
     // the driver, where the real allocator, which serves the layers now, can
@@ -1397,7 +1153,7 @@ int ao_engine_set_microbatch(int mb)
     // (sched.h).
     if (mb != prev && ao_eng.live[prev] > 0 && !ao_auto.interleaved) {
         ao_auto.interleaved = true;
-        sched_update();
+        ao_sched_update();
     }
     // Before a plan: what the schedule left of the other microbatches begun
     // so far is looked at again (the margin may have widened, the device
@@ -1836,7 +1592,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
     ao_scope_t *sc = c->scope;
     uint64_t capture;
     bool capturing = stream_capturing(s, &capture), late = false;
-    unprefetch(c); // used from now on: never taken back
+    ao_unprefetch(c); // used from now on: never taken back
     if (c->state == AO_OFFLOADING && (capturing || sc->release_recorded)) {
         // Past its release point, or wanted by a graph: keep it (the device
         // copy is intact). Before its release point any launch may use it.

@@ -273,8 +273,10 @@ extern ao_sched_t ao_sched_now;
     } while (0)
 
 // --- engine.c --------------------------------------------------------------------------------
+bool ao_engine_ensure_ready(void);
 void ao_host_slots_free(ao_chunk_t *c);
 bool ao_offloads_nothing(void);
+void ao_sched_update(void);
 
 // --- events.c --------------------------------------------------------------------------------
 CUstream ao_current_stream(void);
@@ -309,5 +311,9 @@ bool ao_learn_push(ao_learn_t *l, uint64_t size, uint8_t flags);
 void ao_scope_destroy(ao_scope_t *s);
 ao_scope_t *ao_scope_find(int layer, int mb);
 void ao_set_safe_stream(ao_chunk_t *c, CUstream s);
+
+// --- alloc.c ---------------------------------------------------------------------------------
+void ao_free_event(ao_chunk_t *c, CUstream s);
+void ao_unprefetch(ao_chunk_t *c);
 
 #endif // AO_OFFLOAD_INTERNAL_H
