@@ -9,7 +9,6 @@
 
 ao_engine_t ao_eng = {.mu = PTHREAD_MUTEX_INITIALIZER, .max_fwd_layer = -1};
 ao_ptrmap_t ao_buffers = AO_PTRMAP_INIT;
-ao_auto_t ao_auto;
 ao_sched_t ao_sched_now;
 
 bool ao_engine_off;
@@ -24,7 +23,6 @@ void *ao_engine_open_scope; // ao_eng.open, for the lock-free check
 // call once the program has used CUDA; never in the constructor. The calling
 // thread may have no current context (a framework's autograd thread): use
 // the primary context then.
-static void plan_budget(void);
 bool ao_engine_ensure_ready(void)
 {
     CUcontext c = NULL;
@@ -60,7 +58,7 @@ bool ao_engine_ensure_ready(void)
     ao_note_stream_locked(CU_STREAM_LEGACY);
     ao_auto.on = ao_config.offload_layers.kind == AO_LAYERS_AUTO;
     ao_auto.timing = ao_auto.on || ao_config.report_html || ao_config.trace;
-    if (ao_auto.on) plan_budget();
+    if (ao_auto.on) ao_auto_budget();
     ao_sched_update();
     return true;
 }
@@ -318,7 +316,7 @@ static void cancel_chunk(ao_chunk_t *c)
 
 // Bring a scope back. Returns 0, or AOSHIM_ESTATE if some chunk could not
 // get device memory (its data stays safe in host memory).
-static int reload(ao_scope_t *s, bool missed, bool prefetch)
+int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
 {
     int rc = 0;
     uint64_t bytes = 0;
@@ -431,342 +429,6 @@ void ao_sched_update(void)
         WARN_ONCE("AOSHIM_SCHEDULE=te: AOSHIM_OFFLOAD_LAYERS=%u of %d layers; TransformerEngine's "
                   "schedule offloads at most %d (the last layer stays)",
                   ao_config.offload_layers.count, ao_eng.nlayers, ao_eng.nlayers - 1);
-}
-
-// The budget, once the device is known: AOSHIM_BUDGET, or what was free at
-// start (plus what the program already had, which counts against it too)
-// less a headroom of 5% of the device (at least 256 MiB).
-static void plan_budget(void)
-{
-    size_t free_b = 0, total = 0;
-    if (ao_real.cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS) total = free_b = 0;
-    const ao_share_t *b = &ao_config.budget;
-    uint64_t headroom = total / 20 > (256ull << 20) ? total / 20 : 256ull << 20;
-    uint64_t have =
-        ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) + ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES);
-    if (b->bytes)
-        ao_auto.budget = b->bytes;
-    else if (b->percent)
-        ao_auto.budget = (uint64_t)total / 100 * b->percent;
-    else
-        ao_auto.budget = free_b + have > headroom ? free_b + have - headroom : 0;
-    if (!ao_auto.budget) ao_auto.budget = UINT64_MAX; // nothing known: no limit (every plan fits)
-}
-
-static void fmt_bytes(char *out, size_t n, uint64_t v)
-{
-    if (v >= (1ull << 30))
-        snprintf(out, n, "%.2f GiB", (double)v / (1ull << 30));
-    else
-        snprintf(out, n, "%.1f MiB", (double)v / (1ull << 20));
-}
-
-// A scheduled reload found layer s's copy out still running and cancelled
-// it: the copy saved nothing and cost its time on the link (and the wait of
-// the backward that reads the layer). The plan's model counts on copies late
-// at the forward's end holding it back, and on measured times; the engine
-// holds the forward only when it must wait for memory, and a step that
-// measured slow (the one whose shapes changed) misleads. What the steps show
-// wins: no plan offloads the layer at this prefetch distance or more (the
-// next is made at the step's end), nor does 'all' offload it or any layer
-// after it, until the shapes change. The manual schedule is the program's.
-static void copy_too_late(const ao_scope_t *s)
-{
-    if (ao_eng.manual || ao_eng.steps == 0) return;
-    const int l = s->layer;
-    if (ao_auto.on && ao_auto.planned && ao_auto.plan.count > l) {
-        int d = ao_auto.plan.prefetch > 0 ? ao_auto.plan.prefetch : 1;
-        if (ao_auto.late_d[l] && ao_auto.late_d[l] <= d) return;
-        ao_auto.late_d[l] = (uint8_t)d;
-        snprintf(ao_auto.late_why, sizeof ao_auto.late_why,
-                 "re-planned: layer %d's copy out was late for its reload (prefetch %d)", l, d);
-        ao_auto.why = ao_auto.late_why;
-    } else if (ao_config.offload_layers.kind == AO_LAYERS_ALL && !ao_auto.on) {
-        if (ao_auto.late && l >= ao_auto.late_from) return;
-        ao_auto.late = true;
-        ao_auto.late_from = l;
-        ao_sched_update();
-        snprintf(ao_auto.late_why, sizeof ao_auto.late_why,
-                 "layer %d on not offloaded: its copy out was late for its reload", l);
-    } else {
-        return;
-    }
-    if (ao_config.verbose) ao_log(AO_LOG_INFO, "%s", ao_auto.late_why);
-}
-
-// A layer's forward or backward begins (auto): the step's order, for the
-// planner. A step too long to record (over a million) plans as GPipe's.
-static void op_record(int layer, int mb, bool bwd)
-{
-    if (!ao_auto.on || ao_auto.rec_over) return;
-    if (ao_auto.rec_nops == ao_auto.rec_cap) {
-        int cap = ao_auto.rec_cap ? 2 * ao_auto.rec_cap : 256;
-        ao_plan_op_t *o = cap <= (1 << 20) ? realloc(ao_auto.rec_ops, (size_t)cap * sizeof *o) : NULL;
-        if (!o) {
-            ao_auto.rec_over = true;
-            return;
-        }
-        ao_auto.rec_ops = o;
-        ao_auto.rec_cap = cap;
-    }
-    ao_auto.rec_ops[ao_auto.rec_nops++] =
-        (ao_plan_op_t){.layer = (int16_t)layer, .mb = (int16_t)mb, .bwd = bwd};
-}
-
-// At a step's end: its order becomes the plan's if it is a whole step (each
-// layer's forward and backward for every microbatch), else none is known.
-static void ops_take(int n)
-{
-    ao_auto.nops = 0;
-    if (!ao_auto.rec_over && ao_plan_ops_valid(ao_auto.rec_ops, ao_auto.rec_nops, n, ao_auto.mbs)) {
-        ao_plan_op_t *t = ao_auto.ops;
-        int c = ao_auto.ops_cap;
-        ao_auto.ops = ao_auto.rec_ops, ao_auto.ops_cap = ao_auto.rec_cap, ao_auto.nops = ao_auto.rec_nops;
-        ao_auto.rec_ops = t, ao_auto.rec_cap = c;
-    }
-    ao_auto.rec_nops = 0;
-    ao_auto.rec_over = false;
-}
-
-// Make a plan from in and take it. Said (one line under AOSHIM_VERBOSE, the
-// report's "offload plan" row) when it changes; the row follows the latest
-// prediction every step (the first plan's came from a step aoshim itself
-// slowed).
-static void plan_take(const ao_plan_in_t *in, bool estimated)
-{
-    const int n = in->nlayers;
-    ao_plan_t p;
-    ao_plan_make(in, &p);
-    bool changed = !ao_auto.planned || p.count != ao_auto.plan.count || p.prefetch != ao_auto.plan.prefetch ||
-                   p.part != ao_auto.plan.part;
-    // A new set of layers: the pool of physical memory keeps no more than
-    // the layers left on the device hold. The plan's model (plan.h) takes
-    // the pool for that; more, pooled under an earlier plan or in the
-    // measuring step, let the steps hold more than predicted, over the
-    // budget (GPT-2 small on a 300 GB/s link, a budget 8 layers under its
-    // need: 1.26 GiB held for 1.23). The host waits here, once a plan, for
-    // the releases under way.
-    if (p.count > 0 && (!ao_auto.planned || p.count != ao_auto.plan.count || p.part != ao_auto.plan.part)) {
-        // What the scopes left on the device hold at once, in chunks, in the
-        // step's order (1F1B holds two microbatches' where GPipe holds all).
-        uint64_t held[AO_MAX_LAYERS], mbs = ao_auto.mbs > 0 ? (uint64_t)ao_auto.mbs : 1;
-        for (int l = 0; l < n; l++)
-            held[l] = l < p.count ? 0 : ao_vmm_round(in->bytes[l] / mbs);
-        // The last layer offloaded in part: its two chunks are sizes the
-        // pool has no handle of, made anew next step, and the last layers'
-        // memory then comes from what its part gives back plus new handles:
-        // the pool keeps that much less.
-        uint64_t keep = ao_plan_live(in, held);
-        if (p.part && p.part < in->bytes[p.count - 1]) {
-            uint64_t away = mbs * ao_vmm_round(p.part / mbs);
-            keep = keep > away ? keep - away : 0;
-        }
-        ao_drain_locked();
-        ao_idle_unmap(SIZE_MAX);
-        ao_phys_trim_to(keep);
-    }
-    ao_auto.plan = p;
-    ao_auto.planned = true;
-    ao_sched_update(); // mid-step too (a re-plan on changed shapes): the layers still to come follow it
-    if (changed) {
-        ao_auto.plans++;
-        ao_auto.said_why = ao_auto.why;
-        ao_auto.why = NULL;
-    }
-    char need[32], peak[32], budget[32], line[256];
-    fmt_bytes(need, sizeof need, in->peak_without);
-    fmt_bytes(peak, sizeof peak, p.peak);
-    fmt_bytes(budget, sizeof budget, ao_auto.budget);
-    if (p.count == 0) {
-        snprintf(line, sizeof line, "nothing offloaded: the step needs %s, the budget is %s%s%s",
-                 need, budget, ao_auto.said_why ? "; " : "", ao_auto.said_why ? ao_auto.said_why : "");
-    } else {
-        char part[96] = "";
-        if (p.part) {
-            char b0[32], b1[32];
-            fmt_bytes(b0, sizeof b0, p.part);
-            fmt_bytes(b1, sizeof b1, ao_auto.bytes[p.count - 1]);
-            snprintf(part, sizeof part, " (of layer %d, %s of %s)", p.count - 1, b0, b1);
-        }
-        snprintf(line, sizeof line,
-                 "layers 0-%d of %d offloaded%s, prefetch %d: peak %s predicted for a budget of %s "
-                 "(%s without)%s, copies exposed %.2f ms per step%s%s",
-                 p.count - 1, n, part, p.prefetch, peak, budget, need,
-                 p.budget_met ? "" : ": the budget cannot be met", (double)p.exposed_ns / 1e6,
-                 ao_auto.said_why ? "; " : "", ao_auto.said_why ? ao_auto.said_why : "");
-    }
-    ao_rec_plan(line, ao_auto.plans);
-    if (changed && ao_config.verbose) {
-        uint64_t f = 0, b = 0;
-        for (int l = 0; l < n; l++)
-            f += in->fwd_ns[l], b += in->bwd_ns[l];
-        ao_log(AO_LOG_INFO,
-               "plan %u: %s (%s: forward %.2f ms, backward %.2f ms, link %.1f / %.1f GB/s)",
-               ao_auto.plans, line, estimated ? "estimated" : "measured", (double)f / 1e6,
-               (double)b / 1e6, in->d2h, in->h2d);
-    }
-}
-
-static double link_bw(uint64_t bytes, uint64_t ns)
-{
-    return ns ? (double)bytes / (double)ns : 0;
-}
-
-// At a step's end: plan the next from what this one measured.
-static void plan_step(void)
-{
-    int n = ao_eng.nlayers;
-    if (n <= 0) return;
-    for (int l = 0; l < n; l++) {
-        if ((ao_auto.tracked[l / 64] >> (l % 64)) & 1) ao_auto.bytes[l] = ao_auto.cur[l];
-        ao_auto.cur[l] = 0;
-    }
-    memset(ao_auto.tracked, 0, sizeof ao_auto.tracked);
-    ao_auto.mbs = ao_auto.max_mb + 1;
-    ao_auto.max_mb = 0;
-    ops_take(n);
-    // A layer's times were measured per microbatch; its bytes are a step's.
-    // One not measured since its shapes changed: the estimate made then.
-    static uint64_t fwd[AO_MAX_LAYERS], bwd[AO_MAX_LAYERS];
-    for (int l = 0; l < n; l++) {
-        fwd[l] = (ao_auto.fwd_ns[l] ? ao_auto.fwd_ns[l] : ao_auto.fwd_est[l]) * (uint64_t)ao_auto.mbs;
-        bwd[l] = (ao_auto.bwd_ns[l] ? ao_auto.bwd_ns[l] : ao_auto.bwd_est[l]) * (uint64_t)ao_auto.mbs;
-        ao_auto.want[l] = ao_auto.bytes[l] / (uint64_t)ao_auto.mbs;
-    }
-    ao_auto.peak_without = ao_stat_step_peak_without();
-    ao_plan_in_t in = {
-        .nlayers = n,
-        .mbs = ao_auto.mbs,
-        .ops = ao_auto.nops ? ao_auto.ops : NULL,
-        .bytes = ao_auto.bytes,
-        .fwd_ns = fwd,
-        .bwd_ns = bwd,
-        .peak_without = ao_auto.peak_without,
-        .budget = ao_auto.budget,
-        .d2h = link_bw(ao_auto.d2h_bytes, ao_auto.d2h_ns),
-        .h2d = link_bw(ao_auto.h2d_bytes, ao_auto.h2d_ns),
-        .late_d = ao_auto.late_d,
-    };
-    ao_stat_step_reset();
-    // The plan made when the shapes changed came from estimates: this one,
-    // the first measured, answers the same change (and a later one does not).
-    if (ao_auto.reshaped && !ao_auto.why) ao_auto.why = ao_auto.shape_why;
-    plan_take(&in, false);
-    if (ao_auto.why == ao_auto.shape_why) ao_auto.why = NULL;
-}
-
-// A layer saved other bytes than the plan expects of it: the shapes changed
-// (a new sequence length or batch size). The plan made for the old ones
-// would hold in this very step only by chance, so a new one is made at
-// once, from the old measurements scaled by the same ratio r (transformer
-// layers change alike): every layer's bytes and compute time, and what is
-// not the layers' when it grows (it holds inputs and temporaries that grow
-// with them; weights do not shrink). Made at the layer's end, before its
-// predecessor's release point, so a change seen at layer 0 reaches every
-// layer of the step. A layer matching the scaled figure changes nothing.
-//
-// saved, was: the layer's bytes now and as expected; held: the memory it
-// holds (its chunks could not follow last step's sizes: each buffer got one
-// of its own, rounded up to the granule; the layers after it are sized from
-// it, see ao_engine_layer_begin). passed: the layer was not tracked (a plan
-// of nothing), its bytes and was are what the real allocator gained over
-// the layer: it and the layers before it stay, whatever the new plan.
-// Idle physical memory of the old sizes fits none of the new chunks; held,
-// it would add to this step's peak, so it goes back now, and what this step
-// leaves idle goes back at its end (trim_to_learned).
-static void plan_reshape(int layer, uint64_t saved, uint64_t was, uint64_t held, bool passed)
-{
-    const int n = ao_eng.nlayers;
-    if (!ao_auto.planned || n <= 0 || layer >= n || !was || !saved || saved == was) return;
-    const double r = (double)saved / (double)was;
-    const uint64_t mbs = ao_auto.mbs > 0 ? (uint64_t)ao_auto.mbs : 1;
-    uint64_t old_total = 0, total = 0;
-    static uint64_t bytes[AO_MAX_LAYERS], fwd[AO_MAX_LAYERS], bwd[AO_MAX_LAYERS];
-    for (int l = 0; l < n; l++) {
-        old_total += ao_auto.bytes[l];
-        ao_auto.want[l] = l == layer && !passed ? saved : (uint64_t)((double)ao_auto.want[l] * r);
-        ao_auto.bytes[l] = ao_auto.want[l] * mbs;
-        uint64_t mem = l == layer && held > saved ? held * mbs : ao_auto.bytes[l];
-        total += mem;
-        bytes[l] = passed && l <= layer ? 0 : mem; // 0: it stays (counted with the rest)
-        // Times: scaled, until the new shapes are measured (the least
-        // measured of the old ones would otherwise stay for good).
-        uint64_t f = ao_auto.fwd_ns[l] ? ao_auto.fwd_ns[l] : ao_auto.fwd_est[l];
-        uint64_t b = ao_auto.bwd_ns[l] ? ao_auto.bwd_ns[l] : ao_auto.bwd_est[l];
-        ao_auto.fwd_est[l] = (uint64_t)((double)f * r);
-        ao_auto.bwd_est[l] = (uint64_t)((double)b * r);
-        ao_auto.fwd_ns[l] = ao_auto.bwd_ns[l] = 0;
-        fwd[l] = ao_auto.fwd_est[l] * mbs;
-        bwd[l] = ao_auto.bwd_est[l] * mbs;
-    }
-    uint64_t rest = ao_auto.peak_without > old_total ? ao_auto.peak_without - old_total : 0;
-    if (r > 1) rest = (uint64_t)((double)rest * r);
-    if (!ao_auto.reshaped) { // the first layer that showed the change says why
-        char now_b[32], was_b[32];
-        fmt_bytes(now_b, sizeof now_b, saved);
-        fmt_bytes(was_b, sizeof was_b, was);
-        snprintf(ao_auto.shape_why, sizeof ao_auto.shape_why,
-                 "re-planned: layer %d saves %s, was %s (shapes changed)", layer, now_b, was_b);
-        ao_idle_unmap(SIZE_MAX);
-        ao_phys_trim();
-    }
-    ao_auto.why = ao_auto.shape_why;
-    ao_auto.reshaped = true;
-    ao_auto.late = false; // the timing changes with the shapes
-    ao_sched_update();
-    memset(ao_auto.late_d, 0, sizeof ao_auto.late_d);
-    ao_plan_in_t in = {
-        .nlayers = n,
-        .mbs = (int)mbs,
-        .ops = ao_auto.nops ? ao_auto.ops : NULL,
-        .bytes = bytes,
-        .fwd_ns = fwd,
-        .bwd_ns = bwd,
-        .peak_without = rest + total,
-        .budget = ao_auto.budget,
-        .d2h = link_bw(ao_auto.d2h_bytes, ao_auto.d2h_ns),
-        .h2d = link_bw(ao_auto.h2d_bytes, ao_auto.h2d_ns),
-    };
-    plan_take(&in, true);
-}
-
-// At a layer's end (auto): has its shape changed? A tracked layer is held
-// to what the plan expects; one passed through to the real allocator (a
-// plan of nothing), to what the same layer gained it last step.
-static void plan_check_shapes(const ao_scope_t *s)
-{
-    if (!s->passthrough) {
-        uint64_t held = 0;
-        for (const ao_chunk_t *c = s->chunks; c; c = c->next)
-            if (c->nlive) held += c->size;
-        plan_reshape(s->layer, s->rec.saved, ao_auto.want[s->layer], held, false);
-        return;
-    }
-    uint64_t now = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
-    uint64_t gained = now > s->pt0 ? now - s->pt0 : 0, was = ao_auto.passed[s->layer];
-    ao_auto.passed[s->layer] = gained;
-    plan_reshape(s->layer, gained, was, 0, true);
-}
-
-// At the end of a step whose shapes changed: the idle physical memory the
-// next step maps again stays (a chunk per layer and microbatch, sized from
-// what this step learned); the rest, chunks of a buffer each made before the
-// change was seen, would sit idle for good and count against the budget.
-static void trim_to_learned(void)
-{
-    size_t n = (size_t)ao_eng.nlayers * (size_t)(ao_auto.mbs > 0 ? ao_auto.mbs : 1), k = 0;
-    size_t *keep = n ? malloc(n * sizeof *keep) : NULL;
-    if (!keep) {
-        ao_idle_unmap(SIZE_MAX);
-        ao_phys_trim();
-        return;
-    }
-    for (int l = 0; l < ao_eng.nlayers; l++)
-        for (int mb = 0; mb < (ao_auto.mbs > 0 ? ao_auto.mbs : 1) && ao_eng.learned[l].saved; mb++)
-            keep[k++] = ao_vmm_round(ao_eng.learned[l].saved);
-    ao_idle_unmap(SIZE_MAX);
-    ao_phys_trim_except(keep, k);
-    free(keep);
 }
 
 // --- the control API ------------------------------------------------------------------------
@@ -884,7 +546,7 @@ int ao_engine_layer_begin(int layer)
     ao_eng.scopes = s;
     if (s->recompute) return leave(0); // recomputed in backward: never offloaded
     if (ao_eng.mb > ao_auto.max_mb) ao_auto.max_mb = ao_eng.mb;
-    op_record(layer, ao_eng.mb, false);
+    ao_auto_op_record(layer, ao_eng.mb, false);
     ao_eng.live[ao_eng.mb]++;
     forward_goes_on(ao_eng.mb);
     // Timed after the copies issued just above: pinning their host slots (a
@@ -971,7 +633,7 @@ int ao_engine_layer_end(int layer)
         ao_eng.learned[layer] = s->rec;
         if (ao_auto.on) ao_auto.cur[layer] += s->rec.saved, ao_auto.tracked[layer / 64] |= 1ull << (layer % 64);
     }
-    if (ao_auto.on) plan_check_shapes(s);
+    if (ao_auto.on) ao_auto_check_shapes(s);
     if (s->ev_fwd0) ao_timed_add(s->ev_fwd0, ao_ev_record(s->stream, true), TIMED_FWD, layer, s->mb, 0);
     s->ev_fwd0 = NULL;
     memset(&s->rec, 0, sizeof s->rec);
@@ -1016,7 +678,7 @@ int ao_engine_backward_begin(int layer)
     }
     release_point(mb, NULL);
     ao_eng.bwd_open[mb] = layer + 1;
-    op_record(layer, mb, true);
+    ao_auto_op_record(layer, mb, true);
     if (ao_eng.live[mb] > 0) ao_eng.live[mb]--;
     // Backward of layer L reads L's saved buffers and its input, which layer
     // L-1 produced: both must be back. Prefetch brings L-2 .. L-1-d back
@@ -1044,8 +706,8 @@ int ao_engine_backward_begin(int layer)
         }
         bool missed = needed && s->state == AO_OFFLOADED;
         if (missed) ao_stat_add(AO_STAT_PREFETCH_MISSED, 1);
-        if (s->state == AO_OFFLOADING) copy_too_late(s);
-        if (reload(s, missed, !needed) != 0 && needed) rc = AOSHIM_ESTATE;
+        if (s->state == AO_OFFLOADING) ao_auto_copy_too_late(s);
+        if (ao_reload(s, missed, !needed) != 0 && needed) rc = AOSHIM_ESTATE;
     }
     // Layers needed now are not taken back any more: their host copies go
     // once their reloads are complete.
@@ -1115,7 +777,7 @@ int ao_engine_step_end(void)
     ao_eng.mb = 0;
     int before = ao_auto.planned ? ao_auto.plan.count : ao_eng.nlayers;
     if (ao_eng.ready) ao_timed_read();
-    if (ao_auto.on && ao_eng.ready && !ao_eng.manual) plan_step(); // the manual schedule is the program's
+    if (ao_auto.on && ao_eng.ready && !ao_eng.manual) ao_auto_step(); // the manual schedule is the program's
     ao_sched_update();
     // No layer tracked from now on (a policy or a plan that offloads
     // nothing): the idle physical memory of the tracked steps goes back to
@@ -1129,7 +791,7 @@ int ao_engine_step_end(void)
         ao_host_trim(); // and the host memory its copies pinned
     } else if (ao_eng.ready && ao_auto.reshaped) {
         ao_drain_locked();
-        trim_to_learned();
+        ao_auto_trim_to_learned();
     }
     ao_auto.reshaped = false;
     ao_rec_step();
@@ -1273,7 +935,7 @@ int ao_engine_reload_layer(int layer)
     if (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING) return leave(0);
     // As a prefetch: the host copy stays until a kernel uses the layer, so
     // the memory can be taken back if the program runs out meanwhile.
-    return leave(reload(s, false, true));
+    return leave(ao_reload(s, false, true));
 }
 
 int ao_engine_set_stream(CUstream s)
@@ -1599,7 +1261,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
         cancel_chunk(c);
         late = sc->release_recorded;
     } else if (c->state == AO_OFFLOADED) {
-        reload(sc, false, false);
+        ao_reload(sc, false, false);
         late = true;
     }
     if (c->state == AO_RESIDENT && c->reloaded && c->safe_stream != s) {

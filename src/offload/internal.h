@@ -276,6 +276,7 @@ extern ao_sched_t ao_sched_now;
 bool ao_engine_ensure_ready(void);
 void ao_host_slots_free(ao_chunk_t *c);
 bool ao_offloads_nothing(void);
+int ao_reload(ao_scope_t *s, bool missed, bool prefetch);
 void ao_sched_update(void);
 
 // --- events.c --------------------------------------------------------------------------------
@@ -315,5 +316,13 @@ void ao_set_safe_stream(ao_chunk_t *c, CUstream s);
 // --- alloc.c ---------------------------------------------------------------------------------
 void ao_free_event(ao_chunk_t *c, CUstream s);
 void ao_unprefetch(ao_chunk_t *c);
+
+// --- auto.c ----------------------------------------------------------------------------------
+void ao_auto_copy_too_late(const ao_scope_t *s);
+void ao_auto_op_record(int layer, int mb, bool bwd);
+void ao_auto_budget(void);
+void ao_auto_check_shapes(const ao_scope_t *s);
+void ao_auto_step(void);
+void ao_auto_trim_to_learned(void);
 
 #endif // AO_OFFLOAD_INTERNAL_H
