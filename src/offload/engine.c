@@ -182,7 +182,7 @@ bool ao_offloads_nothing(void)
 // here on any use is the engine's business (the scan sees the chunk away
 // and cancels the offload, keeping the device copy), so no write can be
 // lost. The cost: a layer's copy starts one layer later than its end.
-static void offload(ao_scope_t *s)
+void ao_offload(ao_scope_t *s)
 {
     s->offload_pending = false;
     if (!(ao_eng.manual ? s->wanted : layer_selected(s->layer))) {
@@ -245,7 +245,6 @@ static void offload(ao_scope_t *s)
 // may give a layer's memory back at a set layer's end, the compute stream
 // waiting for the copy there (release_at), as TransformerEngine does.
 static void release_due(int mb, const ao_scope_t *at);
-static void release_sync(const ao_scope_t *s);
 
 static void release_point(int mb, const ao_scope_t *except)
 {
@@ -257,7 +256,7 @@ static void release_point(int mb, const ao_scope_t *except)
             else if (ao_eng.manual ? !s->wanted : ao_eng.nlayers == 0)
                 s->release_passed = true;
             else if (ao_eng.manual || at <= s->layer + 1 || at <= except->layer)
-                offload(s);
+                ao_offload(s);
         }
     if (except && !ao_eng.manual && ao_eng.nlayers > 0 && ao_sched_now.release_waits) release_due(mb, except);
 }
@@ -275,7 +274,7 @@ static void release_due(int mb, const ao_scope_t *at)
         if (s->mb != mb || s->recompute || r < 0 || r > at->layer || s->state != AO_OFFLOADING)
             continue;
         ao_gpu_wait(at->stream, s->ev_copied);
-        release_sync(s);
+        ao_release_sync(s);
         any = true;
     }
     if (any) ao_poll_locked();
@@ -283,7 +282,7 @@ static void release_due(int mb, const ao_scope_t *at)
 
 // The host waits for a layer's copy out, so that the next poll gives its
 // memory back.
-static void release_sync(const ao_scope_t *s)
+void ao_release_sync(const ao_scope_t *s)
 {
     if (s->state != AO_OFFLOADING || !s->release_recorded) return;
     if (s->ev_copied) ao_real.cuEventSynchronize(s->ev_copied);
@@ -295,7 +294,7 @@ static void forward_goes_on(int mb)
 {
     for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
         if (s->mb == mb && s->offload_pending && s->release_passed && (!ao_eng.manual || s->wanted))
-            offload(s);
+            ao_offload(s);
 }
 
 // Keep a chunk whose offload is cancelled: its copies still read it (a free
@@ -432,7 +431,7 @@ void ao_sched_update(void)
 }
 
 // --- the control API ------------------------------------------------------------------------
-static int enter(void)
+int ao_engine_enter(void)
 {
     if (ao_engine_off) return AOSHIM_EDISABLED;
     ao_engine_thread_seen();
@@ -457,19 +456,13 @@ static int enter(void)
     return 0;
 }
 
-static int leave(int rc)
+int ao_engine_leave(int rc)
 {
     pthread_mutex_unlock(&ao_eng.mu);
     return rc;
 }
 
-#define CHECK_ID(fn, v, max)                                                                       \
-    if ((v) < 0 || (v) >= (max)) {                                                                 \
-        WARN_ONCE(fn "(%d): ids go from 0 to %d", (v), (max)-1);                                   \
-        return AOSHIM_EINVAL;                                                                      \
-    }
-
-static bool fwd_ran(int layer, int mb)
+bool ao_fwd_ran(int layer, int mb)
 {
     return ao_eng.fwd_ran[mb] && (ao_eng.fwd_ran[mb][layer / 64] >> (layer % 64)) & 1;
 }
@@ -521,12 +514,12 @@ int ao_engine_layer_begin(int layer)
 {
     CHECK_ID("aoshim_layer_begin", layer, AO_MAX_LAYERS);
     ao_stat_add(AO_STAT_LAYER_BEGINS, 1); // the summary says when there were none
-    int rc = enter();
+    int rc = ao_engine_enter();
     if (rc) return rc;
     if (ao_eng.open) {
         WARN_ONCE("aoshim_layer_begin(%d) while layer %d is open: layers do not nest", layer,
                   ao_eng.open->layer);
-        return leave(AOSHIM_ESTATE);
+        return ao_engine_leave(AOSHIM_ESTATE);
     }
     bool recompute = ao_eng.phase[ao_eng.mb] == PHASE_BACKWARD;
     if (!recompute && !ao_eng.fwd_ran[ao_eng.mb])
@@ -534,7 +527,7 @@ int ao_engine_layer_begin(int layer)
     ao_scope_t *s = calloc(1, sizeof *s);
     if (!s || (!recompute && !ao_eng.fwd_ran[ao_eng.mb])) {
         free(s);
-        return leave(AOSHIM_ESTATE);
+        return ao_engine_leave(AOSHIM_ESTATE);
     }
     s->layer = layer;
     s->mb = ao_eng.mb;
@@ -544,7 +537,7 @@ int ao_engine_layer_begin(int layer)
     s->state = AO_RESIDENT;
     s->next = ao_eng.scopes;
     ao_eng.scopes = s;
-    if (s->recompute) return leave(0); // recomputed in backward: never offloaded
+    if (s->recompute) return ao_engine_leave(0); // recomputed in backward: never offloaded
     if (ao_eng.mb > ao_auto.max_mb) ao_auto.max_mb = ao_eng.mb;
     ao_auto_op_record(layer, ao_eng.mb, false);
     ao_eng.live[ao_eng.mb]++;
@@ -580,13 +573,13 @@ int ao_engine_layer_begin(int layer)
     }
     ao_eng.open = s;
     __atomic_store_n(&ao_engine_open_scope, s, __ATOMIC_RELEASE);
-    return leave(0);
+    return ao_engine_leave(0);
 }
 
 int ao_engine_layer_end(int layer)
 {
     CHECK_ID("aoshim_layer_end", layer, AO_MAX_LAYERS);
-    int rc = enter();
+    int rc = ao_engine_enter();
     if (rc) return rc;
     ao_scope_t *s = ao_eng.open;
     pthread_t self = pthread_self();
@@ -595,21 +588,21 @@ int ao_engine_layer_end(int layer)
             if (r->recompute && !r->ended && r->layer == layer && r->mb == ao_eng.mb &&
                 pthread_equal(r->thread, self)) {
                 r->ended = true;
-                return leave(0);
+                return ao_engine_leave(0);
             }
         WARN_ONCE("aoshim_layer_end(%d) without aoshim_layer_begin(%d)", layer, layer);
-        return leave(AOSHIM_ESTATE);
+        return ao_engine_leave(AOSHIM_ESTATE);
     }
     if (s->layer != layer) {
         WARN_ONCE("aoshim_layer_end(%d) while layer %d is open", layer, s->layer);
-        return leave(AOSHIM_ESTATE);
+        return ao_engine_leave(AOSHIM_ESTATE);
     }
     // A layer belongs to the thread that began it: another thread ending it
     // would close it before its own kernels were enqueued.
     if (!pthread_equal(s->thread, self)) {
         WARN_ONCE("aoshim_layer_end(%d) from a thread that did not begin it: the layer stays open",
                   layer);
-        return leave(AOSHIM_ESTATE);
+        return ao_engine_leave(AOSHIM_ESTATE);
     }
     ao_eng.open = NULL;
     __atomic_store_n(&ao_engine_open_scope, NULL, __ATOMIC_RELEASE);
@@ -644,31 +637,31 @@ int ao_engine_layer_end(int layer)
     // release point, where their copies out start. This one waits for its own.
     release_point(s->mb, s);
     s->offload_pending = true;
-    return leave(0);
+    return ao_engine_leave(0);
 }
 
 int ao_engine_backward_begin(int layer)
 {
     CHECK_ID("aoshim_backward_begin", layer, AO_MAX_LAYERS);
-    int rc = enter();
+    int rc = ao_engine_enter();
     if (rc) return rc;
     int mb = ao_eng.mb;
     // Misuse changes nothing: every check comes before any state moves.
     if (ao_eng.open) {
         WARN_ONCE("aoshim_backward_begin(%d) inside forward layer %d: end the layer first", layer,
                   ao_eng.open->layer);
-        return leave(AOSHIM_ESTATE);
+        return ao_engine_leave(AOSHIM_ESTATE);
     }
     if (ao_eng.bwd_open[mb]) {
         WARN_ONCE("aoshim_backward_begin(%d) while backward of layer %d is open", layer,
                   ao_eng.bwd_open[mb] - 1);
-        return leave(AOSHIM_ESTATE);
+        return ao_engine_leave(AOSHIM_ESTATE);
     }
     if (ao_eng.phase[mb] == PHASE_FORWARD) {
-        if (!fwd_ran(layer, mb)) {
+        if (!ao_fwd_ran(layer, mb)) {
             WARN_ONCE("aoshim_backward_begin(%d): layer %d never ran forward (microbatch %d)",
                       layer, layer, mb);
-            return leave(AOSHIM_ESTATE);
+            return ao_engine_leave(AOSHIM_ESTATE);
         }
         ao_eng.phase[mb] = PHASE_BACKWARD;
         if (ao_eng.max_fwd_layer + 1 > ao_eng.nlayers) {
@@ -734,33 +727,33 @@ int ao_engine_backward_begin(int layer)
         ao_event_put(ao_eng.bwd0[mb], true);
         ao_eng.bwd0[mb] = ao_ev_record(cs, true);
     }
-    return leave(rc);
+    return ao_engine_leave(rc);
 }
 
 int ao_engine_backward_end(int layer)
 {
     CHECK_ID("aoshim_backward_end", layer, AO_MAX_LAYERS);
-    int rc = enter();
+    int rc = ao_engine_enter();
     if (rc) return rc;
     if (ao_eng.bwd_open[ao_eng.mb] != layer + 1) {
         WARN_ONCE("aoshim_backward_end(%d) without aoshim_backward_begin(%d)", layer, layer);
-        return leave(AOSHIM_ESTATE);
+        return ao_engine_leave(AOSHIM_ESTATE);
     }
     ao_eng.bwd_open[ao_eng.mb] = 0;
     if (ao_eng.bwd0[ao_eng.mb]) {
         ao_timed_add(ao_eng.bwd0[ao_eng.mb], ao_ev_record(ao_current_stream(), true), TIMED_BWD, layer, ao_eng.mb, 0);
         ao_eng.bwd0[ao_eng.mb] = NULL;
     }
-    return leave(0);
+    return ao_engine_leave(0);
 }
 
 int ao_engine_step_end(void)
 {
-    int rc = enter();
+    int rc = ao_engine_enter();
     if (rc) return rc;
     if (ao_eng.open) { // misuse changes nothing: the layer stays open
         WARN_ONCE("aoshim_step_end() while layer %d is open: end the layer first", ao_eng.open->layer);
-        return leave(AOSHIM_ESTATE);
+        return ao_engine_leave(AOSHIM_ESTATE);
     }
     bool first = ao_eng.steps++ == 0;
     if (ao_eng.max_fwd_layer + 1 > ao_eng.nlayers) ao_eng.nlayers = ao_eng.max_fwd_layer + 1;
@@ -795,17 +788,17 @@ int ao_engine_step_end(void)
     }
     ao_auto.reshaped = false;
     ao_rec_step();
-    return leave(0);
+    return ao_engine_leave(0);
 }
 
 int ao_engine_set_microbatch(int mb)
 {
     CHECK_ID("aoshim_set_microbatch", mb, AO_MAX_MB);
-    int rc = enter(); // a boundary like the others: releases are polled here too
+    int rc = ao_engine_enter(); // a boundary like the others: releases are polled here too
     if (rc) return rc;
     if (ao_eng.open) {
         WARN_ONCE("aoshim_set_microbatch(%d) inside layer %d", mb, ao_eng.open->layer);
-        return leave(AOSHIM_ESTATE);
+        return ao_engine_leave(AOSHIM_ESTATE);
     }
     int prev = ao_eng.mb;
     ao_eng.mb = mb;
@@ -829,113 +822,9 @@ int ao_engine_set_microbatch(int mb)
                 ao_eng.phase[s->mb] == PHASE_FORWARD &&
                 (s->skipped || (s->offload_pending && s->release_passed))) {
                 s->skipped = false;
-                offload(s);
+                ao_offload(s);
             }
-    return leave(0);
-}
-
-// --- the manual schedule -------------------------------------------------------------------
-// TransformerEngine's manual synchronizer, and any program that schedules
-// its own copies: aoshim_offload_layer names a layer to copy out,
-// aoshim_release_layer waits for that copy and gives the memory back,
-// aoshim_reload_layer brings it back early. What the automatic schedule
-// guarantees still holds: a copy never starts before the layer's release
-// point (the next layer has ended: every read and late write of its outputs
-// is enqueued), unless the program releases it, and a kernel that needs an
-// offloaded layer gets it back (late).
-int ao_engine_set_schedule(int schedule)
-{
-    if (schedule != AOSHIM_SCHEDULE_AUTO && schedule != AOSHIM_SCHEDULE_MANUAL) {
-        WARN_ONCE("aoshim_set_schedule(%d): the schedule is AOSHIM_SCHEDULE_AUTO (0) or "
-                  "AOSHIM_SCHEDULE_MANUAL (1)",
-                  schedule);
-        return AOSHIM_EINVAL;
-    }
-    int rc = enter();
-    if (rc) return rc;
-    if (ao_eng.open) {
-        WARN_ONCE("aoshim_set_schedule(%d) inside layer %d: end the layer first", schedule,
-                  ao_eng.open->layer);
-        return leave(AOSHIM_ESTATE);
-    }
-    ao_eng.manual = schedule == AOSHIM_SCHEDULE_MANUAL;
-    return leave(0);
-}
-
-// The current microbatch's ended forward layer for a manual command; NULL
-// with *rc 0 when it tracked nothing (nothing to move), or with an error.
-static ao_scope_t *manual_scope(const char *fn, int layer, int *rc)
-{
-    static int once_auto, once_ran, once_open;
-    *rc = AOSHIM_ESTATE;
-    if (!ao_eng.manual) {
-        ao_warn_once(&once_auto,
-                     "%s(%d): only in the manual schedule (call "
-                     "aoshim_set_schedule(AOSHIM_SCHEDULE_MANUAL) first)",
-                     fn, layer);
-        return NULL;
-    }
-    if (!fwd_ran(layer, ao_eng.mb)) {
-        ao_warn_once(&once_ran, "%s(%d): layer %d has not run forward in this step (microbatch %d)",
-                     fn, layer, layer, ao_eng.mb);
-        return NULL;
-    }
-    if (ao_eng.open && ao_eng.open->layer == layer && ao_eng.open->mb == ao_eng.mb) {
-        ao_warn_once(&once_open, "%s(%d): the layer is still open: end it first", fn, layer);
-        return NULL;
-    }
-    *rc = 0;
-    return ao_scope_find(layer, ao_eng.mb);
-}
-
-int ao_engine_offload_layer(int layer)
-{
-    CHECK_ID("aoshim_offload_layer", layer, AO_MAX_LAYERS);
-    int rc = enter();
-    if (rc) return rc;
-    ao_scope_t *s = manual_scope("aoshim_offload_layer", layer, &rc);
-    if (!s) return leave(rc);
-    if (ao_eng.phase[ao_eng.mb] == PHASE_BACKWARD) {
-        WARN_ONCE("aoshim_offload_layer(%d): the backward of microbatch %d has begun", layer, ao_eng.mb);
-        return leave(AOSHIM_ESTATE);
-    }
-    s->wanted = true;
-    if (s->offload_pending && s->release_passed) offload(s);
-    return leave(0);
-}
-
-int ao_engine_release_layer(int layer)
-{
-    CHECK_ID("aoshim_release_layer", layer, AO_MAX_LAYERS);
-    int rc = enter();
-    if (rc) return rc;
-    ao_scope_t *s = manual_scope("aoshim_release_layer", layer, &rc);
-    if (!s) return leave(rc);
-    if (!s->wanted) {
-        WARN_ONCE("aoshim_release_layer(%d) before aoshim_offload_layer(%d)", layer, layer);
-        return leave(AOSHIM_ESTATE);
-    }
-    // The program is done with the layer's outputs in this forward pass: the
-    // copy starts now if its release point has not come (the last layer).
-    // Any later use still finds the chunk away and brings it back.
-    if (s->offload_pending) offload(s);
-    release_sync(s);
-    ao_poll_locked();
-    return leave(0);
-}
-
-int ao_engine_reload_layer(int layer)
-{
-    CHECK_ID("aoshim_reload_layer", layer, AO_MAX_LAYERS);
-    int rc = enter();
-    if (rc) return rc;
-    ao_scope_t *s = manual_scope("aoshim_reload_layer", layer, &rc);
-    if (!s) return leave(rc);
-    s->wanted = false; // a copy not started yet is not wanted any more
-    if (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING) return leave(0);
-    // As a prefetch: the host copy stays until a kernel uses the layer, so
-    // the memory can be taken back if the program runs out meanwhile.
-    return leave(ao_reload(s, false, true));
+    return ao_engine_leave(0);
 }
 
 int ao_engine_set_stream(CUstream s)

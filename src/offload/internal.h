@@ -272,10 +272,22 @@ extern ao_sched_t ao_sched_now;
         ao_warn_once(&once_, __VA_ARGS__);                                                         \
     } while (0)
 
+// A control call's id out of range: said once, and the call refused.
+#define CHECK_ID(fn, v, max)                                                                       \
+    if ((v) < 0 || (v) >= (max)) {                                                                 \
+        WARN_ONCE(fn "(%d): ids go from 0 to %d", (v), (max)-1);                                   \
+        return AOSHIM_EINVAL;                                                                      \
+    }
+
 // --- engine.c --------------------------------------------------------------------------------
 bool ao_engine_ensure_ready(void);
+int ao_engine_enter(void);
+bool ao_fwd_ran(int layer, int mb);
 void ao_host_slots_free(ao_chunk_t *c);
+int ao_engine_leave(int rc);
+void ao_offload(ao_scope_t *s);
 bool ao_offloads_nothing(void);
+void ao_release_sync(const ao_scope_t *s);
 int ao_reload(ao_scope_t *s, bool missed, bool prefetch);
 void ao_sched_update(void);
 
