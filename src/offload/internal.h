@@ -337,4 +337,7 @@ void ao_auto_check_shapes(const ao_scope_t *s);
 void ao_auto_step(void);
 void ao_auto_trim_to_learned(void);
 
+// --- graph.c ---------------------------------------------------------------------------------
+void ao_pin_for_capture(ao_chunk_t *c, uint64_t capture);
+
 #endif // AO_OFFLOAD_INTERNAL_H
