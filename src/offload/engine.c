@@ -132,7 +132,6 @@ static bool offload_prepare(ao_chunk_t *c)
     return true;
 }
 
-static void cancel_chunk(ao_chunk_t *c);
 
 // Queue a prepared chunk's copies on the offload stream.
 static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
@@ -144,7 +143,7 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
             // The chunk must stay: the copies queued before this one still
             // run, and their slots are freed once the offload stream is past.
             WARN_ONCE("offload copy failed: the layer stays on the device");
-            cancel_chunk(c);
+            ao_cancel_chunk(c);
             return 0;
         }
         bytes += b->size;
@@ -299,7 +298,7 @@ static void forward_goes_on(int mb)
 
 // Keep a chunk whose offload is cancelled: its copies still read it (a free
 // must wait for them: ev_copy) and fill its host slots (given back after).
-static void cancel_chunk(ao_chunk_t *c)
+void ao_cancel_chunk(ao_chunk_t *c)
 {
     ao_event_put(c->ev_copy, false);
     c->ev_copy = ao_ev_record(ao_eng.d2h, false);
@@ -326,7 +325,7 @@ int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
         c->prepared = false;
         if (c->state == AO_OFFLOADING) { // not released yet: the device copy is intact
-            cancel_chunk(c);
+            ao_cancel_chunk(c);
             continue;
         }
         if (c->state != AO_OFFLOADED) continue;
@@ -881,109 +880,6 @@ int ao_engine_keep(CUdeviceptr p)
         WARN_ONCE("aoshim_keep(%p): the buffer is already offloaded; it comes back at its backward",
                   (void *)p);
     return rc;
-}
-
-// --- the safety net's slow path ---------------------------------------------------------------
-CUstream ao_engine_safe_stream(const void *chunk)
-{
-    // Relaxed: the scan read the chunk's state (seq_cst) first, and the
-    // field is written before chunk_set's release store of that state, so
-    // this is that state's value or a later one: a later one either comes
-    // with a GPU wait already issued for that stream, or is NULL, which only
-    // sends the launch to the slow path.
-    return chunk ? __atomic_load_n(&((const ao_chunk_t *)chunk)->safe_stream, __ATOMIC_RELAXED)
-                 : NULL;
-}
-
-// Whether s is capturing; *id: the capture sequence while it is active (0:
-// none, or invalidated, when the captured work will never be part of a graph).
-static bool stream_capturing(CUstream s, uint64_t *id)
-{
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    cuuint64_t cid = 0;
-    *id = 0;
-    if (!__atomic_load_n(&ao_capturing, __ATOMIC_RELAXED) ||
-        ao_real.cuStreamGetCaptureInfo_v3(s, &cs, &cid, NULL, NULL, NULL, NULL) != CUDA_SUCCESS)
-        return false;
-    if (cs == CU_STREAM_CAPTURE_STATUS_ACTIVE) *id = cid;
-    return cs != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
-// A launch, copy or set on stream s is about to touch p, whose chunk is not
-// plainly resident (or a capture is in progress). Make it safe before the
-// work is enqueued: cancel a release still pending, reload what is away,
-// make s wait (on the GPU) for a reload it has not waited for. Captured work
-// cannot wait on an event recorded outside its capture, so there the host
-// waits for the reload, and the chunk stays on the device as long as a graph
-// made from the capture may replay the work (graph pins).
-const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
-{
-    if (ao_engine_off) return NULL;
-    pthread_mutex_lock(&ao_eng.mu);
-    ao_chunk_t *c = ao_vmm_owns(p) ? ao_vmm.owner[ao_vmm_index(p)] : NULL;
-    if (!c) {
-        pthread_mutex_unlock(&ao_eng.mu);
-        return NULL;
-    }
-    ao_note_stream_locked(s);
-    ao_scope_t *sc = c->scope;
-    uint64_t capture;
-    bool capturing = stream_capturing(s, &capture), late = false;
-    ao_unprefetch(c); // used from now on: never taken back
-    if (c->state == AO_OFFLOADING && (capturing || sc->release_recorded)) {
-        // Past its release point, or wanted by a graph: keep it (the device
-        // copy is intact). Before its release point any launch may use it.
-        cancel_chunk(c);
-        late = sc->release_recorded;
-    } else if (c->state == AO_OFFLOADED) {
-        ao_reload(sc, false, false);
-        late = true;
-    }
-    if (c->state == AO_RESIDENT && c->reloaded && c->safe_stream != s) {
-        // Came back earlier, or its copy out was cancelled: this stream
-        // orders itself after the copies on the GPU.
-        ao_gpu_wait(s, sc->ev_reloaded);
-        ao_gpu_wait(s, c->ev_copy);
-        if (!c->safe_stream) {
-            ao_set_safe_stream(c, s);
-            ao_chunk_set(c, AO_RESIDENT);
-        }
-    }
-    if (c->state == AO_RELOADING) {
-        if (capturing) {
-            ao_real.cuEventSynchronize(sc->ev_reloaded);
-            ao_poll_locked();
-        } else if (c->safe_stream != s) {
-            ao_gpu_wait(s, sc->ev_reloaded);
-            if (!c->safe_stream) {
-                ao_set_safe_stream(c, s);
-                ao_chunk_set(c, AO_RELOADING);
-            }
-            late = true;
-        }
-    }
-    if (capture) ao_pin_for_capture(c, capture);
-    if (c->state == AO_OFFLOADED) { // the reload found no device memory: refuse the work
-        ao_scan_failed = true;
-        WARN_ONCE("%s needs layer %d (microbatch %d), which could not be brought back to the "
-                  "device: the call is refused with an out-of-memory error; its data stays in "
-                  "host memory",
-                  what, sc->layer, sc->mb);
-        late = false;
-    }
-    if (late) {
-        // Counted per buffer brought back (or kept) for this launch.
-        for (ao_buffer_t *b = c->buffers; b; b = b->next)
-            if (!b->freed) {
-                ao_stat_add(AO_STAT_LATE_RELOADS, 1);
-                ao_rec_late_reload(sc->layer, sc->mb, what);
-            }
-        WARN_ONCE("late reload: %s touched layer %d (microbatch %d) outside the schedule; the "
-                  "launch waits for it on the GPU (counted in the summary)",
-                  what, sc->layer, sc->mb);
-    }
-    pthread_mutex_unlock(&ao_eng.mu);
-    return c;
 }
 
 // --- exit -----------------------------------------------------------------------------------

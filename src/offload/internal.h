@@ -280,6 +280,7 @@ extern ao_sched_t ao_sched_now;
     }
 
 // --- engine.c --------------------------------------------------------------------------------
+void ao_cancel_chunk(ao_chunk_t *c);
 bool ao_engine_ensure_ready(void);
 int ao_engine_enter(void);
 bool ao_fwd_ran(int layer, int mb);
