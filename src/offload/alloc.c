@@ -68,7 +68,10 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
         bool first = planned;
         for (ao_chunk_t *c = s->chunks; c && first; c = c->next)
             first = c->stays != stays;
-        uint64_t saved = !first ? 0 : !s->stays ? plan->saved : stays ? s->part_stays : s->part_goes;
+        uint64_t saved = !first      ? 0
+                         : !s->stays ? plan->saved
+                         : stays     ? s->part_stays
+                                     : s->part_goes;
         if (saved > want) want = ao_vmm_round(saved);
         ao_chunk_t *c = ao_chunk_new(s, want, s->stays != NULL);
         if (c) c->stays = stays, b = suballoc(s, rsize, stays);
@@ -233,7 +236,8 @@ bool ao_engine_trim(void)
         if (held && held < ao_auto.budget) {
             ao_auto.budget = held - held / 50;
             ao_auto.why = "re-planned after the device ran out of memory";
-            ao_auto.planned = ao_auto.planned && ao_auto.plan.count > 0; // a plan of nothing is no plan now
+            ao_auto.planned =
+                ao_auto.planned && ao_auto.plan.count > 0; // a plan of nothing is no plan now
             ao_sched_update();
         }
     }

@@ -74,7 +74,8 @@ void ao_auto_op_record(int layer, int mb, bool bwd)
     if (!ao_auto.on || ao_auto.rec_over) return;
     if (ao_auto.rec_nops == ao_auto.rec_cap) {
         int cap = ao_auto.rec_cap ? 2 * ao_auto.rec_cap : 256;
-        ao_plan_op_t *o = cap <= (1 << 20) ? realloc(ao_auto.rec_ops, (size_t)cap * sizeof *o) : NULL;
+        ao_plan_op_t *o =
+            cap <= (1 << 20) ? realloc(ao_auto.rec_ops, (size_t)cap * sizeof *o) : NULL;
         if (!o) {
             ao_auto.rec_over = true;
             return;
@@ -94,7 +95,8 @@ static void ops_take(int n)
     if (!ao_auto.rec_over && ao_plan_ops_valid(ao_auto.rec_ops, ao_auto.rec_nops, n, ao_auto.mbs)) {
         ao_plan_op_t *t = ao_auto.ops;
         int c = ao_auto.ops_cap;
-        ao_auto.ops = ao_auto.rec_ops, ao_auto.ops_cap = ao_auto.rec_cap, ao_auto.nops = ao_auto.rec_nops;
+        ao_auto.ops = ao_auto.rec_ops, ao_auto.ops_cap = ao_auto.rec_cap,
+        ao_auto.nops = ao_auto.rec_nops;
         ao_auto.rec_ops = t, ao_auto.rec_cap = c;
     }
     ao_auto.rec_nops = 0;
@@ -110,8 +112,8 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     const int n = in->nlayers;
     ao_plan_t p;
     ao_plan_make(in, &p);
-    bool changed = !ao_auto.planned || p.count != ao_auto.plan.count || p.prefetch != ao_auto.plan.prefetch ||
-                   p.part != ao_auto.plan.part;
+    bool changed = !ao_auto.planned || p.count != ao_auto.plan.count ||
+                   p.prefetch != ao_auto.plan.prefetch || p.part != ao_auto.plan.part;
     // A new set of layers: the pool of physical memory keeps no more than
     // the layers left on the device hold. The plan's model (plan.h) takes
     // the pool for that; more, pooled under an earlier plan or in the
@@ -119,7 +121,8 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     // budget (GPT-2 small on a 300 GB/s link, a budget 8 layers under its
     // need: 1.26 GiB held for 1.23). The host waits here, once a plan, for
     // the releases under way.
-    if (p.count > 0 && (!ao_auto.planned || p.count != ao_auto.plan.count || p.part != ao_auto.plan.part)) {
+    if (p.count > 0 &&
+        (!ao_auto.planned || p.count != ao_auto.plan.count || p.part != ao_auto.plan.part)) {
         // What the scopes left on the device hold at once, in chunks, in the
         // step's order (1F1B holds two microbatches' where GPipe holds all).
         uint64_t held[AO_MAX_LAYERS], mbs = ao_auto.mbs > 0 ? (uint64_t)ao_auto.mbs : 1;
@@ -140,7 +143,8 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     }
     ao_auto.plan = p;
     ao_auto.planned = true;
-    ao_sched_update(); // mid-step too (a re-plan on changed shapes): the layers still to come follow it
+    ao_sched_update(); // mid-step too (a re-plan on changed shapes): the layers still to come
+                       // follow it
     if (changed) {
         ao_auto.plans++;
         ao_auto.said_why = ao_auto.why;
@@ -152,7 +156,8 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     fmt_bytes(budget, sizeof budget, ao_auto.budget);
     if (p.count == 0) {
         snprintf(line, sizeof line, "nothing offloaded: the step needs %s, the budget is %s%s%s",
-                 need, budget, ao_auto.said_why ? "; " : "", ao_auto.said_why ? ao_auto.said_why : "");
+                 need, budget, ao_auto.said_why ? "; " : "",
+                 ao_auto.said_why ? ao_auto.said_why : "");
     } else {
         char part[96] = "";
         if (p.part) {
@@ -202,8 +207,10 @@ void ao_auto_step(void)
     // One not measured since its shapes changed: the estimate made then.
     static uint64_t fwd[AO_MAX_LAYERS], bwd[AO_MAX_LAYERS];
     for (int l = 0; l < n; l++) {
-        fwd[l] = (ao_auto.fwd_ns[l] ? ao_auto.fwd_ns[l] : ao_auto.fwd_est[l]) * (uint64_t)ao_auto.mbs;
-        bwd[l] = (ao_auto.bwd_ns[l] ? ao_auto.bwd_ns[l] : ao_auto.bwd_est[l]) * (uint64_t)ao_auto.mbs;
+        fwd[l] =
+            (ao_auto.fwd_ns[l] ? ao_auto.fwd_ns[l] : ao_auto.fwd_est[l]) * (uint64_t)ao_auto.mbs;
+        bwd[l] =
+            (ao_auto.bwd_ns[l] ? ao_auto.bwd_ns[l] : ao_auto.bwd_est[l]) * (uint64_t)ao_auto.mbs;
         ao_auto.want[l] = ao_auto.bytes[l] / (uint64_t)ao_auto.mbs;
     }
     ao_auto.peak_without = ao_stat_step_peak_without();

@@ -83,7 +83,8 @@ static bool idle_keep(ao_chunk_t *c, CUevent *ev, int nev)
         if (ev[k]) i->ev[i->nev++] = ev[k];
     for (int k = 0; k < c->nfree_ev && i->nev < AO_MAX_FREE_EVENTS + 2; k++)
         i->ev[i->nev++] = c->free_ev[k], c->free_ev[k] = NULL;
-    if (c->ev_copy && i->nev < AO_MAX_FREE_EVENTS + 2) i->ev[i->nev++] = c->ev_copy, c->ev_copy = NULL;
+    if (c->ev_copy && i->nev < AO_MAX_FREE_EVENTS + 2)
+        i->ev[i->nev++] = c->ev_copy, c->ev_copy = NULL;
     ao_idle_mapped = i;
     ao_idle_mapped_bytes += c->size;
     return true;
@@ -165,7 +166,8 @@ CUresult ao_chunk_map(ao_chunk_t *c)
     // exposed time the step had. Timed, and taken off the layer's time.
     ao_scope_t *s = c->scope;
     CUevent idle0 = NULL;
-    if (ao_phys_idle() < c->size && s == ao_eng.open && s->ev_fwd0) idle0 = ao_ev_record(s->stream, true);
+    if (ao_phys_idle() < c->size && s == ao_eng.open && s->ev_fwd0)
+        idle0 = ao_ev_record(s->stream, true);
     while (ao_phys_idle() < c->size &&
            (idle_unmap_for(c->size - ao_phys_idle(), c->size) || ao_wait_one_release())) {
     }
@@ -314,8 +316,8 @@ void ao_defer(ao_deferred_t *d)
 void ao_chunk_retire(ao_chunk_t *c)
 {
     c->retiring = true;
-    bool copying =
-        (c->ev_copy && !ao_ev_done(c->ev_copy)) || c->state == AO_OFFLOADING || c->state == AO_RELOADING;
+    bool copying = (c->ev_copy && !ao_ev_done(c->ev_copy)) || c->state == AO_OFFLOADING ||
+                   c->state == AO_RELOADING;
     if (!c->mapped && !copying && ao_free_events_done(c)) {
         ao_chunk_release(c, NULL, 0); // offloaded: nothing on the device uses it
         return;
@@ -335,7 +337,8 @@ void ao_chunk_retire(ao_chunk_t *c)
     }
     d->chunk = c;
     d->ev[d->nev++] = ao_ev_record(c->scope->stream, false);
-    if (copying) d->ev[d->nev++] = ao_ev_record(c->state == AO_RELOADING ? ao_eng.h2d : ao_eng.d2h, false);
+    if (copying)
+        d->ev[d->nev++] = ao_ev_record(c->state == AO_RELOADING ? ao_eng.h2d : ao_eng.d2h, false);
     ao_defer(d);
 }
 

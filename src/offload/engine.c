@@ -18,6 +18,7 @@ AO_TLS bool ao_tls_stream_set;
 AO_TLS bool ao_tls_stream_explicit; // set by aoshim_set_stream: launches do not change it
 AO_TLS CUstream ao_tls_noted;
 void *ao_engine_open_scope; // ao_eng.open, for the lock-free check
+
 // --- start-up ---------------------------------------------------------------------------
 // The driver is brought up at the first tracked allocation, or at a control
 // call once the program has used CUDA; never in the constructor. The calling
@@ -131,7 +132,6 @@ static bool offload_prepare(ao_chunk_t *c)
     }
     return true;
 }
-
 
 // Queue a prepared chunk's copies on the offload stream.
 static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
@@ -257,7 +257,8 @@ static void release_point(int mb, const ao_scope_t *except)
             else if (ao_eng.manual || at <= s->layer + 1 || at <= except->layer)
                 ao_offload(s);
         }
-    if (except && !ao_eng.manual && ao_eng.nlayers > 0 && ao_sched_now.release_waits) release_due(mb, except);
+    if (except && !ao_eng.manual && ao_eng.nlayers > 0 && ao_sched_now.release_waits)
+        release_due(mb, except);
 }
 
 // The memory of the copies the schedule gives back at the end of this
@@ -410,7 +411,7 @@ int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
     return rc;
 }
 
-// --- the schedule and the plan (AOSHIM_OFFLOAD_LAYERS=auto) -------------------------------
+// --- the schedule carried out (offload/sched.h; the plan it follows: auto.c) --------------
 void ao_sched_update(void)
 {
     ao_sched_in_t in = {
@@ -554,7 +555,8 @@ int ao_engine_layer_begin(int layer)
         s->plan = &ao_eng.learned[layer];
     else if (layer > 0 && ao_eng.learned[layer - 1].n)
         s->plan = &ao_eng.learned[layer - 1];
-    if (!ao_eng.manual && ao_sched_now.layer[layer].offload && ao_sched_now.layer[layer].part) choose_part(s, ao_sched_now.layer[layer].part);
+    if (!ao_eng.manual && ao_sched_now.layer[layer].offload && ao_sched_now.layer[layer].part)
+        choose_part(s, ao_sched_now.layer[layer].part);
     // A policy that offloads nothing (from the start, or once the layer
     // count or the plan says so) costs nothing: the layers' allocations go
     // to the real allocator, and no chunk is mapped and unmapped each step.
@@ -623,10 +625,12 @@ int ao_engine_layer_end(int layer)
     } else {
         ao_learn_free(&ao_eng.learned[layer]);
         ao_eng.learned[layer] = s->rec;
-        if (ao_auto.on) ao_auto.cur[layer] += s->rec.saved, ao_auto.tracked[layer / 64] |= 1ull << (layer % 64);
+        if (ao_auto.on)
+            ao_auto.cur[layer] += s->rec.saved, ao_auto.tracked[layer / 64] |= 1ull << (layer % 64);
     }
     if (ao_auto.on) ao_auto_check_shapes(s);
-    if (s->ev_fwd0) ao_timed_add(s->ev_fwd0, ao_ev_record(s->stream, true), TIMED_FWD, layer, s->mb, 0);
+    if (s->ev_fwd0)
+        ao_timed_add(s->ev_fwd0, ao_ev_record(s->stream, true), TIMED_FWD, layer, s->mb, 0);
     s->ev_fwd0 = NULL;
     memset(&s->rec, 0, sizeof s->rec);
     s->plan = NULL;
@@ -740,7 +744,8 @@ int ao_engine_backward_end(int layer)
     }
     ao_eng.bwd_open[ao_eng.mb] = 0;
     if (ao_eng.bwd0[ao_eng.mb]) {
-        ao_timed_add(ao_eng.bwd0[ao_eng.mb], ao_ev_record(ao_current_stream(), true), TIMED_BWD, layer, ao_eng.mb, 0);
+        ao_timed_add(ao_eng.bwd0[ao_eng.mb], ao_ev_record(ao_current_stream(), true), TIMED_BWD,
+                     layer, ao_eng.mb, 0);
         ao_eng.bwd0[ao_eng.mb] = NULL;
     }
     return ao_engine_leave(0);
@@ -751,7 +756,8 @@ int ao_engine_step_end(void)
     int rc = ao_engine_enter();
     if (rc) return rc;
     if (ao_eng.open) { // misuse changes nothing: the layer stays open
-        WARN_ONCE("aoshim_step_end() while layer %d is open: end the layer first", ao_eng.open->layer);
+        WARN_ONCE("aoshim_step_end() while layer %d is open: end the layer first",
+                  ao_eng.open->layer);
         return ao_engine_leave(AOSHIM_ESTATE);
     }
     bool first = ao_eng.steps++ == 0;
@@ -769,14 +775,16 @@ int ao_engine_step_end(void)
     ao_eng.mb = 0;
     int before = ao_auto.planned ? ao_auto.plan.count : ao_eng.nlayers;
     if (ao_eng.ready) ao_timed_read();
-    if (ao_auto.on && ao_eng.ready && !ao_eng.manual) ao_auto_step(); // the manual schedule is the program's
+    if (ao_auto.on && ao_eng.ready && !ao_eng.manual)
+        ao_auto_step(); // the manual schedule is the program's
     ao_sched_update();
     // No layer tracked from now on (a policy or a plan that offloads
     // nothing): the idle physical memory of the tracked steps goes back to
     // the driver, where the real allocator, which serves the layers now, can
     // have it; otherwise the step would hold both. The host waits here, once,
     // for the releases under way.
-    if (ao_eng.ready && (first || (ao_auto.on && ao_auto.plan.count < before)) && ao_offloads_nothing()) {
+    if (ao_eng.ready && (first || (ao_auto.on && ao_auto.plan.count < before)) &&
+        ao_offloads_nothing()) {
         ao_drain_locked();
         ao_idle_unmap(SIZE_MAX);
         ao_phys_trim();
@@ -881,4 +889,3 @@ int ao_engine_keep(CUdeviceptr p)
                   (void *)p);
     return rc;
 }
-

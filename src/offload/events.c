@@ -174,7 +174,6 @@ void ao_engine_forget_stream(CUstream s)
     pthread_mutex_unlock(&ao_eng.mu);
 }
 
-
 // --- polling: act on what the GPU has finished; never blocks -----------------------------
 // The idle time timed inside forward layer (layer, mb) between a and b; its
 // intervals are taken out. One of an earlier pass of the layer (its own
@@ -183,12 +182,13 @@ static uint64_t fwd_idle_ns(int layer, int mb, uint64_t a, uint64_t b)
 {
     uint64_t idle = 0;
     for (int j = 0; j < ao_eng.ntimed;) {
-        if (ao_eng.timed[j].kind != TIMED_IDLE || ao_eng.timed[j].layer != layer || ao_eng.timed[j].mb != mb ||
-            !ao_ev_done(ao_eng.timed[j].ev1)) {
+        if (ao_eng.timed[j].kind != TIMED_IDLE || ao_eng.timed[j].layer != layer ||
+            ao_eng.timed[j].mb != mb || !ao_ev_done(ao_eng.timed[j].ev1)) {
             j++;
             continue;
         }
-        uint64_t ia = elapsed_ns(ao_eng.t0, ao_eng.timed[j].ev0), ib = elapsed_ns(ao_eng.t0, ao_eng.timed[j].ev1);
+        uint64_t ia = elapsed_ns(ao_eng.t0, ao_eng.timed[j].ev0),
+                 ib = elapsed_ns(ao_eng.t0, ao_eng.timed[j].ev1);
         if (ia >= a && ib <= b && ib > ia) idle += ib - ia;
         ao_event_put(ao_eng.timed[j].ev0, true);
         ao_event_put(ao_eng.timed[j].ev1, true);
@@ -224,7 +224,8 @@ void ao_timed_read(void)
             if (!ao_auto.fwd_ns[layer] || f < ao_auto.fwd_ns[layer]) ao_auto.fwd_ns[layer] = f;
             ao_rec_interval(AO_REC_FWD, layer, t.mb, 0, a, b);
         } else if (kind == TIMED_BWD) {
-            if (!ao_auto.bwd_ns[layer] || b - a < ao_auto.bwd_ns[layer]) ao_auto.bwd_ns[layer] = b - a;
+            if (!ao_auto.bwd_ns[layer] || b - a < ao_auto.bwd_ns[layer])
+                ao_auto.bwd_ns[layer] = b - a;
             ao_rec_interval(AO_REC_BWD, layer, t.mb, 0, a, b);
         } else {
             ao_stat_add(stat_of[kind], (int64_t)(b - a));

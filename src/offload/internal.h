@@ -136,7 +136,7 @@ struct ao_scope_s {
     // plan, 1 if it stays; and the bytes planned for each kind of chunk.
     uint8_t *stays;
     uint64_t part_goes, part_stays;
-    uint64_t pt0;           // passthrough: the real allocator's bytes at layer_begin (auto)
+    uint64_t pt0; // passthrough: the real allocator's bytes at layer_begin (auto)
     struct ao_scope_s *next;
 };
 

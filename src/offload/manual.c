@@ -65,7 +65,8 @@ int ao_engine_offload_layer(int layer)
     ao_scope_t *s = manual_scope("aoshim_offload_layer", layer, &rc);
     if (!s) return ao_engine_leave(rc);
     if (ao_eng.phase[ao_eng.mb] == PHASE_BACKWARD) {
-        WARN_ONCE("aoshim_offload_layer(%d): the backward of microbatch %d has begun", layer, ao_eng.mb);
+        WARN_ONCE("aoshim_offload_layer(%d): the backward of microbatch %d has begun", layer,
+                  ao_eng.mb);
         return ao_engine_leave(AOSHIM_ESTATE);
     }
     s->wanted = true;

@@ -118,10 +118,7 @@ static void emit_summary(ao_emitter_t *e)
     if (nocache)
         ao_emit_val(e, ", PYTORCH_NO_CUDA_MEMORY_CACHING=", "pytorch_no_cuda_memory_caching",
                     AO_STR(nocache));
-    ao_emit_val(e, "; ", "offloading",
-                AO_STR(R.off        ? "off"
-                       : R.declined ? "declined"
-                                    : "on"));
+    ao_emit_val(e, "; ", "offloading", AO_STR(R.off ? "off" : R.declined ? "declined" : "on"));
     if (R.declined) ao_emit_json(e, "declined_because", AO_STR(R.declined));
     ao_emit_obj_end(e);
     ao_emit_row_end(e);
