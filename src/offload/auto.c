@@ -6,24 +6,32 @@
 
 ao_auto_t ao_auto;
 
-// The budget, once the device is known: AOSHIM_BUDGET, or what was free at
-// start (plus what the program already had, which counts against it too)
-// less a headroom of 5% of the device (at least 256 MiB).
+// The budget, from AOSHIM_BUDGET (b) and the device: b's bytes, or its share
+// of total, or what was free at start (plus what the program already had,
+// have, which counts against it too) less a headroom of 5% of the device (at
+// least 256 MiB). UINT64_MAX when nothing is known: no limit, every plan fits.
+uint64_t ao_auto_budget_of(const ao_share_t *b, uint64_t free_b, uint64_t total, uint64_t have)
+{
+    uint64_t headroom = total / 20 > (256ull << 20) ? total / 20 : 256ull << 20;
+    uint64_t budget;
+    if (b->bytes)
+        budget = b->bytes;
+    else if (b->percent)
+        budget = total / 100 * b->percent;
+    else
+        budget = free_b + have > headroom ? free_b + have - headroom : 0;
+    return budget ? budget : UINT64_MAX;
+}
+
+// The budget, once the device is known: the one driver query of the
+// automatic plan, kept here at its edge.
 void ao_auto_budget(void)
 {
     size_t free_b = 0, total = 0;
     if (ao_real.cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS) total = free_b = 0;
-    const ao_share_t *b = &ao_config.budget;
-    uint64_t headroom = total / 20 > (256ull << 20) ? total / 20 : 256ull << 20;
     uint64_t have =
         ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) + ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES);
-    if (b->bytes)
-        ao_auto.budget = b->bytes;
-    else if (b->percent)
-        ao_auto.budget = (uint64_t)total / 100 * b->percent;
-    else
-        ao_auto.budget = free_b + have > headroom ? free_b + have - headroom : 0;
-    if (!ao_auto.budget) ao_auto.budget = UINT64_MAX; // nothing known: no limit (every plan fits)
+    ao_auto.budget = ao_auto_budget_of(&ao_config.budget, free_b, total, have);
 }
 
 static void fmt_bytes(char *out, size_t n, uint64_t v)

@@ -334,6 +334,7 @@ void ao_unprefetch(ao_chunk_t *c);
 void ao_auto_copy_too_late(const ao_scope_t *s);
 void ao_auto_op_record(int layer, int mb, bool bwd);
 void ao_auto_budget(void);
+uint64_t ao_auto_budget_of(const ao_share_t *b, uint64_t free_b, uint64_t total, uint64_t have);
 void ao_auto_check_shapes(const ao_scope_t *s);
 void ao_auto_step(void);
 void ao_auto_trim_to_learned(void);

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: MIT
+// The automatic plan's bookkeeping (src/offload/auto.c) without a driver:
+// the budget from AOSHIM_BUDGET and the device's figures, a step's
+// measurements turned into the next plan, re-plans when a layer's shapes
+// change, and what a copy late for its reload does to the schedule. The
+// engine's state is set by hand, as the engine would have left it.
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "offload/internal.h"
+
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+#define N   8
+
+static void fresh(const char *const *env)
+{
+    char err[512];
+    cr_assert_eq(ao_config_load(&ao_config, (char *const *)env, err, sizeof err), 0, "%s", err);
+    ao_plan_op_t *ops = ao_auto.ops, *rec = ao_auto.rec_ops;
+    free(ops);
+    free(rec);
+    memset(&ao_auto, 0, sizeof ao_auto);
+    ao_eng.nlayers = 0;
+    ao_eng.steps = 0;
+    ao_eng.manual = false;
+    ao_vmm.granule = 2 * MiB; // what ao_vmm_round rounds to, as on a real device
+    ao_stat_step_reset();
+}
+
+static void fresh_auto(void)
+{
+    static const char *const env[] = {"AOSHIM_OFFLOAD_LAYERS=auto", NULL};
+    fresh(env);
+    ao_auto.on = true;
+}
+
+// One measured step of N equal layers of per bytes, forward f ns and
+// backward 2f, over a link of gbps both ways; every layer tracked.
+static void measured_step(uint64_t per, uint64_t f, double gbps)
+{
+    ao_eng.nlayers = N;
+    for (int l = 0; l < N; l++) {
+        ao_auto.cur[l] = per;
+        ao_auto.tracked[l / 64] |= 1ull << (l % 64);
+        ao_auto.fwd_ns[l] = f;
+        ao_auto.bwd_ns[l] = 2 * f;
+    }
+    ao_auto.d2h_bytes = ao_auto.h2d_bytes = (uint64_t)(gbps * 1e9);
+    ao_auto.d2h_ns = ao_auto.h2d_ns = 1000000000ull;
+}
+
+// --- the budget ---------------------------------------------------------------------------
+Test(auto_budget, bytes_given_win)
+{
+    ao_share_t b = {.bytes = 3 * GiB};
+    cr_assert_eq(ao_auto_budget_of(&b, 10 * GiB, 80 * GiB, 1 * GiB), 3 * GiB);
+}
+
+Test(auto_budget, a_percent_is_of_the_whole_device)
+{
+    ao_share_t b = {.percent = 50};
+    cr_assert_eq(ao_auto_budget_of(&b, 10 * GiB, 80 * GiB, 1 * GiB), 80 * GiB / 100 * 50);
+}
+
+// Unset: what was free, plus what the program already holds, less 5% of the
+// device; at least 256 MiB of headroom on a small one.
+Test(auto_budget, unset_is_free_and_held_less_headroom)
+{
+    ao_share_t none = {0};
+    cr_assert_eq(ao_auto_budget_of(&none, 60 * GiB, 80 * GiB, 4 * GiB), 64 * GiB - 4 * GiB);
+    cr_assert_eq(ao_auto_budget_of(&none, 3 * GiB, 4 * GiB, 0), 3 * GiB - 256 * MiB);
+}
+
+Test(auto_budget, nothing_known_is_no_limit)
+{
+    ao_share_t none = {0};
+    cr_assert_eq(ao_auto_budget_of(&none, 0, 0, 0), UINT64_MAX);
+}
+
+// --- a step's end: the next plan ----------------------------------------------------------
+// The plan taken is the planner's answer to what the step measured: the
+// same as asking plan.c directly with those figures.
+Test(auto_step, the_plan_is_the_planners_answer_to_the_measured_step)
+{
+    fresh_auto();
+    ao_auto.budget = 1 * GiB;
+    measured_step(200 * MiB, 5000000, 50);
+    ao_stat_device(0, 0, (int64_t)(N * 200 * MiB)); // the step held all of it at once
+    uint64_t peak = ao_stat_step_peak_without();
+    ao_auto_step();
+    cr_assert(ao_auto.planned);
+    cr_assert_eq(ao_auto.plans, 1);
+    cr_assert_eq(ao_auto.mbs, 1);
+    cr_assert_eq(ao_auto.peak_without, peak);
+    for (int l = 0; l < N; l++) {
+        cr_assert_eq(ao_auto.bytes[l], 200 * MiB, "layer %d", l);
+        cr_assert_eq(ao_auto.cur[l], 0, "layer %d: this step's bytes start again", l);
+        cr_assert_eq(ao_auto.want[l], 200 * MiB);
+    }
+    uint64_t fwd[N], bwd[N];
+    for (int l = 0; l < N; l++)
+        fwd[l] = 5000000, bwd[l] = 10000000;
+    ao_plan_in_t in = {.nlayers = N,
+                       .mbs = 1,
+                       .bytes = ao_auto.bytes,
+                       .fwd_ns = fwd,
+                       .bwd_ns = bwd,
+                       .peak_without = peak,
+                       .budget = 1 * GiB,
+                       .d2h = 50,
+                       .h2d = 50,
+                       .late_d = ao_auto.late_d};
+    ao_plan_t want;
+    ao_plan_make(&in, &want);
+    cr_assert_gt(want.count, 0, "the budget is under the need: layers go");
+    cr_assert_eq(ao_auto.plan.count, want.count);
+    cr_assert_eq(ao_auto.plan.prefetch, want.prefetch);
+    cr_assert_eq(ao_auto.plan.peak, want.peak);
+    // ... and the schedule follows it.
+    cr_assert(ao_sched_now.layer[0].offload);
+    cr_assert(!ao_sched_now.layer[want.count].offload);
+}
+
+Test(auto_step, a_step_that_fits_offloads_nothing)
+{
+    fresh_auto();
+    ao_auto.budget = 8 * GiB;
+    measured_step(200 * MiB, 5000000, 50);
+    ao_stat_device(0, 0, (int64_t)(N * 200 * MiB));
+    ao_auto_step();
+    cr_assert(ao_auto.planned);
+    cr_assert_eq(ao_auto.plan.count, 0);
+    for (int l = 0; l < N; l++)
+        cr_assert(!ao_sched_now.layer[l].offload, "layer %d", l);
+}
+
+// A layer not tracked this step (passed through) keeps last step's bytes.
+Test(auto_step, an_untracked_layer_keeps_its_last_bytes)
+{
+    fresh_auto();
+    ao_auto.budget = 8 * GiB;
+    ao_auto.bytes[3] = 123 * MiB;
+    measured_step(200 * MiB, 5000000, 50);
+    ao_auto.tracked[0] &= ~(1ull << 3);
+    ao_auto_step();
+    cr_assert_eq(ao_auto.bytes[3], 123 * MiB);
+    cr_assert_eq(ao_auto.bytes[2], 200 * MiB);
+}
+
+// The step's order: a whole GPipe step of two microbatches is taken as the
+// plan's model; one with a backward missing is not (GPipe's is assumed).
+Test(auto_step, a_whole_step_order_is_taken_a_broken_one_is_not)
+{
+    fresh_auto();
+    ao_auto.budget = 8 * GiB;
+    measured_step(200 * MiB, 5000000, 50);
+    ao_auto.max_mb = 1;
+    for (int mb = 0; mb < 2; mb++)
+        for (int l = 0; l < N; l++)
+            ao_auto_op_record(l, mb, false);
+    for (int mb = 0; mb < 2; mb++)
+        for (int l = N - 1; l >= 0; l--)
+            ao_auto_op_record(l, mb, true);
+    ao_auto_step();
+    cr_assert_eq(ao_auto.mbs, 2);
+    cr_assert_eq(ao_auto.nops, 4 * N);
+    cr_assert_eq(ao_auto.want[0], 100 * MiB, "one microbatch's share");
+
+    measured_step(200 * MiB, 5000000, 50);
+    ao_auto.max_mb = 1;
+    for (int mb = 0; mb < 2; mb++)
+        for (int l = 0; l < N; l++)
+            ao_auto_op_record(l, mb, false);
+    for (int l = N - 1; l > 0; l--) // layer 0's backward never came
+        ao_auto_op_record(l, 0, true);
+    ao_auto_step();
+    cr_assert_eq(ao_auto.nops, 0);
+}
+
+// --- changed shapes -----------------------------------------------------------------------
+// A layer that saves twice what the plan expects: every layer is expected
+// to grow alike, at once, with its times scaled until measured again.
+Test(auto_shapes, a_layer_twice_as_large_rescales_every_layer)
+{
+    fresh_auto();
+    ao_auto.budget = 1 * GiB;
+    measured_step(100 * MiB, 4000000, 50);
+    ao_auto_step();
+    cr_assert(ao_auto.planned);
+    unsigned plans = ao_auto.plans;
+
+    ao_scope_t s = {.layer = 2};
+    s.rec.saved = 200 * MiB;
+    ao_auto_check_shapes(&s);
+    cr_assert(ao_auto.reshaped);
+    for (int l = 0; l < N; l++) {
+        cr_assert_eq(ao_auto.want[l], 200 * MiB, "layer %d", l);
+        cr_assert_eq(ao_auto.fwd_est[l], 8000000, "layer %d", l);
+        cr_assert_eq(ao_auto.fwd_ns[l], 0, "layer %d: measured again", l);
+    }
+    cr_assert_str_eq(ao_auto.shape_why, "re-planned: layer 2 saves 200.0 MiB, was 100.0 MiB "
+                                        "(shapes changed)");
+    cr_assert_geq(ao_auto.plans, plans, "a new plan was taken");
+}
+
+Test(auto_shapes, the_same_bytes_change_nothing)
+{
+    fresh_auto();
+    ao_auto.budget = 1 * GiB;
+    measured_step(100 * MiB, 4000000, 50);
+    ao_auto_step();
+    ao_scope_t s = {.layer = 2};
+    s.rec.saved = 100 * MiB;
+    ao_auto_check_shapes(&s);
+    cr_assert(!ao_auto.reshaped);
+    cr_assert_eq(ao_auto.fwd_ns[2], 4000000);
+}
+
+// --- a copy late for its reload -----------------------------------------------------------
+// Under 'all' (which offloads layers 0-4 of 8 at prefetch 1: the last three
+// come back first): the late layer and every later one stay on the device
+// from then on; a later layer's late copy changes nothing more, an earlier
+// one's moves the line down.
+Test(auto_late, all_stops_offloading_from_the_late_layer_on)
+{
+    static const char *const env[] = {"AOSHIM_OFFLOAD_LAYERS=all", NULL};
+    fresh(env);
+    ao_eng.nlayers = N;
+    ao_eng.steps = 1;
+    ao_sched_update();
+    cr_assert(ao_sched_now.layer[4].offload);
+    cr_assert(!ao_sched_now.layer[5].offload);
+    ao_scope_t s = {.layer = 3};
+    ao_auto_copy_too_late(&s);
+    cr_assert(ao_auto.late);
+    cr_assert_eq(ao_auto.late_from, 3);
+    cr_assert(ao_sched_now.layer[2].offload);
+    cr_assert(!ao_sched_now.layer[3].offload);
+    cr_assert(!ao_sched_now.layer[4].offload);
+    s.layer = 4;
+    ao_auto_copy_too_late(&s);
+    cr_assert_eq(ao_auto.late_from, 3);
+    s.layer = 1;
+    ao_auto_copy_too_late(&s);
+    cr_assert_eq(ao_auto.late_from, 1);
+    cr_assert(ao_sched_now.layer[0].offload);
+    cr_assert(!ao_sched_now.layer[1].offload);
+    cr_assert_str_eq(ao_auto.late_why,
+                     "layer 1 on not offloaded: its copy out was late for its reload");
+}
+
+// In the first step (steps 0) the timing is the measuring step's: not held
+// against the layer.
+Test(auto_late, the_first_step_is_not_held_against_a_layer)
+{
+    static const char *const env[] = {"AOSHIM_OFFLOAD_LAYERS=all", NULL};
+    fresh(env);
+    ao_eng.nlayers = N;
+    ao_sched_update();
+    ao_scope_t s = {.layer = 3};
+    ao_auto_copy_too_late(&s);
+    cr_assert(!ao_auto.late);
+    cr_assert(ao_sched_now.layer[3].offload);
+}
+
+// Under a plan: the layer is marked with the plan's prefetch distance, the
+// next plan is made with it, and the reason is given.
+Test(auto_late, a_planned_layer_is_marked_with_its_prefetch)
+{
+    fresh_auto();
+    ao_eng.steps = 1;
+    ao_auto.budget = 1 * GiB;
+    measured_step(200 * MiB, 5000000, 50);
+    ao_stat_device(0, 0, (int64_t)(N * 200 * MiB));
+    ao_auto_step();
+    cr_assert_gt(ao_auto.plan.count, 1);
+    int d = ao_auto.plan.prefetch > 0 ? ao_auto.plan.prefetch : 1;
+    ao_scope_t s = {.layer = 0};
+    ao_auto_copy_too_late(&s);
+    cr_assert_eq(ao_auto.late_d[0], d);
+    cr_assert_not_null(ao_auto.why);
+    cr_assert(strstr(ao_auto.why, "layer 0's copy out was late for its reload") != NULL, "%s",
+              ao_auto.why);
+}
