@@ -126,6 +126,10 @@ bool ao_config_describe(size_t i, const char **name, const char **def, const cha
 int ao_parse_bool(const char *s, bool *out);
 int ao_parse_size(const char *s, uint64_t *out);
 int ao_parse_uint(const char *s, unsigned max, unsigned *out);
+// "N%", N an integer from 0 to 100: 0 with *out = N; -1 for a value that ends
+// in '%' but is no such percentage; 1, *out untouched, for one that does not
+// end in '%' (or is "%" alone): some other form, for the caller to parse.
+int ao_parse_percent(const char *s, unsigned *out);
 int ao_parse_layers(const char *s, ao_layerset_t *out);
 // A size (ao_parse_size) or a percentage from 1 to 100 ("90%").
 int ao_parse_share(const char *s, ao_share_t *out);
