@@ -2,8 +2,14 @@
 // Every AOSHIM_* environment variable, defined once.
 //
 // AO_OPTIONS is the single table: it generates the config struct, the parser
-// dispatch, the defaults, the verbose listing and the README's option table
-// (scripts/gen-options prints it), so they cannot drift apart.
+// dispatch, the defaults, the verbose listing, the report's options and
+// aoshim-run's --help (through aoshim_option_info, options.c), so they cannot
+// drift apart. The README's option table is written by hand: the unit test
+// config/readme_documents_every_option (tests/unit/test_config.c, given the
+// README as AO_TEST_README) fails when a row "| `AOSHIM_X` | `default` |"
+// is missing for an option of this table. It checks names and defaults only:
+// a changed meaning or accepted value, or a removed option's row, must be
+// carried to the README by hand.
 #ifndef AO_CONFIG_H
 #define AO_CONFIG_H
 
