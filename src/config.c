@@ -85,22 +85,30 @@ int ao_parse_uint(const char *s, unsigned max, unsigned *out)
     return 0;
 }
 
+// The one reader of "N%" (AOSHIM_OFFLOAD_LAYERS and AOSHIM_BUDGET). The
+// digits go through ao_parse_uint, so no sign, blank or fraction; at most 7
+// characters before the '%' (a leading-zero "0000050%" is 50, "00000050%" is
+// refused), as both options always took them.
+int ao_parse_percent(const char *s, unsigned *out)
+{
+    size_t len = strlen(s);
+    if (len < 2 || s[len - 1] != '%') return 1; // another form: the caller's to parse
+    char digits[8];
+    if (len - 1 >= sizeof digits) return -1;
+    memcpy(digits, s, len - 1);
+    digits[len - 1] = '\0';
+    return ao_parse_uint(digits, 100, out);
+}
+
 int ao_parse_layers(const char *s, ao_layerset_t *out)
 {
     memset(out, 0, sizeof *out);
     if (strcasecmp(s, "all") == 0) return out->kind = AO_LAYERS_ALL, 0;
     if (strcasecmp(s, "none") == 0) return out->kind = AO_LAYERS_LIST, 0;
     if (strcasecmp(s, "auto") == 0) return out->kind = AO_LAYERS_AUTO, 0;
-    size_t len = strlen(s);
-    if (len > 1 && s[len - 1] == '%') {
-        char tmp[8];
-        if (len - 1 >= sizeof tmp) return -1;
-        memcpy(tmp, s, len - 1);
-        tmp[len - 1] = '\0';
-        if (ao_parse_uint(tmp, 100, &out->percent) < 0) return -1;
-        out->kind = AO_LAYERS_PERCENT;
-        return 0;
-    }
+    int r = ao_parse_percent(s, &out->percent);
+    if (r < 0) return -1;
+    if (r == 0) return out->kind = AO_LAYERS_PERCENT, 0;
     if (strpbrk(s, ",-") == NULL) {
         if (ao_parse_uint(s, AO_MAX_LAYERS, &out->count) < 0) return -1;
         out->kind = AO_LAYERS_COUNT;
@@ -126,15 +134,9 @@ int ao_parse_layers(const char *s, ao_layerset_t *out)
 int ao_parse_share(const char *s, ao_share_t *out)
 {
     memset(out, 0, sizeof *out);
-    size_t len = strlen(s);
-    if (len > 1 && s[len - 1] == '%') {
-        char tmp[8];
-        if (len - 1 >= sizeof tmp) return -1;
-        memcpy(tmp, s, len - 1);
-        tmp[len - 1] = '\0';
-        if (ao_parse_uint(tmp, 100, &out->percent) < 0 || out->percent == 0) return -1;
-        return 0;
-    }
+    int r = ao_parse_percent(s, &out->percent);
+    if (r < 0 || (r == 0 && out->percent == 0)) return -1; // a budget of nothing
+    if (r == 0) return 0;
     if (ao_parse_size(s, &out->bytes) < 0 || out->bytes == 0) return -1;
     return 0;
 }

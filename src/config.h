@@ -2,8 +2,14 @@
 // Every AOSHIM_* environment variable, defined once.
 //
 // AO_OPTIONS is the single table: it generates the config struct, the parser
-// dispatch, the defaults, the verbose listing and the README's option table
-// (scripts/gen-options prints it), so they cannot drift apart.
+// dispatch, the defaults, the verbose listing, the report's options and
+// aoshim-run's --help (through aoshim_option_info, options.c), so they cannot
+// drift apart. The README's option table is written by hand: the unit test
+// config/readme_documents_every_option (tests/unit/test_config.c, given the
+// README as AO_TEST_README) fails when a row "| `AOSHIM_X` | `default` |"
+// is missing for an option of this table. It checks names and defaults only:
+// a changed meaning or accepted value, or a removed option's row, must be
+// carried to the README by hand.
 #ifndef AO_CONFIG_H
 #define AO_CONFIG_H
 
@@ -126,6 +132,10 @@ bool ao_config_describe(size_t i, const char **name, const char **def, const cha
 int ao_parse_bool(const char *s, bool *out);
 int ao_parse_size(const char *s, uint64_t *out);
 int ao_parse_uint(const char *s, unsigned max, unsigned *out);
+// "N%", N an integer from 0 to 100: 0 with *out = N; -1 for a value that ends
+// in '%' but is no such percentage; 1, *out untouched, for one that does not
+// end in '%' (or is "%" alone): some other form, for the caller to parse.
+int ao_parse_percent(const char *s, unsigned *out);
 int ao_parse_layers(const char *s, ao_layerset_t *out);
 // A size (ao_parse_size) or a percentage from 1 to 100 ("90%").
 int ao_parse_share(const char *s, ao_share_t *out);

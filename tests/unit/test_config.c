@@ -98,6 +98,56 @@ Test(config, layers)
         cr_expect_eq(ao_parse_layers(bad[i], &s), -1, "accepted '%s'", bad[i]);
 }
 
+// "N%" for AOSHIM_OFFLOAD_LAYERS and AOSHIM_BUDGET: one reader, its value and
+// its three answers (a percentage, a bad one, not a percentage at all).
+Test(config, percent)
+{
+    static const struct {
+        const char *in;
+        unsigned want;
+    } good[] = {{"0%", 0}, {"1%", 1}, {"50%", 50}, {"100%", 100}, {"007%", 7}, {"0000050%", 50}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        unsigned v = 12345;
+        cr_expect_eq(ao_parse_percent(good[i].in, &v), 0, "refused '%s'", good[i].in);
+        cr_expect_eq(v, good[i].want, "'%s' is %u", good[i].in, v);
+    }
+    // Ends in '%' but is no percentage from 0 to 100: refused, *out untouched.
+    const char *bad[] = {"101%", "1000%", "00000050%", "99999999999999999999%",
+                         "-5%",  "+5%",   " 5%",       "5 %",
+                         "5.5%", "1e2%",  "5%%",       "x%",
+                         "0x1%", "1,2%",  "1-2%"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        unsigned v = 12345;
+        cr_expect_eq(ao_parse_percent(bad[i], &v), -1, "accepted '%s'", bad[i]);
+        cr_expect_eq(v, 12345, "'%s' wrote %u", bad[i], v);
+    }
+    // Not a percentage: the caller parses it as something else.
+    const char *other[] = {"", "%", "50", "50%x", "%50", "5%0", "auto", "40G"};
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+        unsigned v = 12345;
+        cr_expect_eq(ao_parse_percent(other[i], &v), 1, "'%s' taken for a percentage", other[i]);
+        cr_expect_eq(v, 12345, "'%s' wrote %u", other[i], v);
+    }
+    // The two options that take it: 0% is a layer share of none, but no budget.
+    ao_layerset_t s;
+    cr_assert_eq(ao_parse_layers("0%", &s), 0);
+    cr_expect_eq(s.kind, AO_LAYERS_PERCENT);
+    cr_expect_eq(s.percent, 0);
+    cr_expect(!ao_layerset_has(&s, 0, 8), "0%% of 8 layers chose layer 0");
+    cr_assert_eq(ao_parse_layers("100%", &s), 0);
+    cr_expect_eq(s.percent, 100);
+    cr_expect(ao_layerset_has(&s, 7, 8) && !ao_layerset_has(&s, 8, 8));
+    cr_assert_eq(ao_parse_layers("25%", &s), 0);
+    cr_expect(ao_layerset_has(&s, 1, 8) && !ao_layerset_has(&s, 2, 8), "25%% of 8 is layers 0-1");
+    ao_share_t b;
+    cr_expect_eq(ao_parse_share("0%", &b), -1);
+    cr_assert_eq(ao_parse_share("1%", &b), 0);
+    cr_expect(b.percent == 1 && b.bytes == 0);
+    cr_assert_eq(ao_parse_share("100%", &b), 0);
+    cr_expect(b.percent == 100 && b.bytes == 0);
+    cr_expect_eq(ao_parse_share("00000050%", &b), -1, "not read as a size either");
+}
+
 // AOSHIM_TORCH: the Python side reads the variable itself; the library
 // refuses what it could not mean before the program runs, and normalises
 // what it accepts to "auto", "0" or the path.

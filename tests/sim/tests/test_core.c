@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sim_test.h"
 #include "simgpu.h"
 
 // Not declared by cuda.h outside the driver's own build.
@@ -218,30 +219,6 @@ Test(core, error_names)
 // --- configuration ------------------------------------------------------------------------
 // A bad SIM_* value: one line on stderr, exit status 2 (checked from a child
 // so the line itself can be read).
-static int run_child_capture(void (*fn)(void), char *out, size_t len)
-{
-    int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        _exit(0);
-    }
-    close(fds[1]);
-    size_t n = 0;
-    ssize_t k;
-    while (n + 1 < len && (k = read(fds[0], out + n, len - 1 - n)) > 0)
-        n += (size_t)k;
-    out[n] = 0;
-    close(fds[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static void bad_capacity(void)
 {
     setenv("SIM_CAPACITY", "12X", 1);

@@ -11,26 +11,16 @@
 #include <unistd.h>
 
 #include "internal.h" // sim_graph_t, to look inside a captured graph
+#include "sim_test.h"
 #include "simgpu.h"
 
 // Per-thread-stream entry points are exported but declared by cuda.h only
 // for the driver's own build.
 CUresult cuStreamSynchronize_ptsz(CUstream hStream);
 
-#define OK(x) cr_assert_eq((x), CUDA_SUCCESS, "%s", #x)
-#define MS    (1000000ull)
+#define MS (1000000ull)
 
-// --- fixtures ------------------------------------------------------------------
-static void start(void)
-{
-    OK(cuInit(0));
-    CUdevice dev;
-    CUcontext ctx;
-    OK(cuDeviceGet(&dev, 0));
-    OK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    OK(cuCtxSetCurrent(ctx));
-}
-
+// --- fixtures (start() and OK: sim_test.h) --------------------------------------
 static uint64_t host_ns(void)
 {
     sim_stats_t st;
@@ -477,31 +467,18 @@ Test(exec, kernel_on_freed_memory_faults, .exit_code = SIM_EXIT_FAULT)
     cr_assert_fail("the launch should have stopped the program");
 }
 
+static void loud_launch_on_freed(void)
+{
+    unsetenv("SIM_QUIET");
+    launch_on_freed();
+}
+
 Test(exec, fault_diagnostic_names_the_kernel)
 {
-    int fd[2];
-    cr_assert_eq(pipe(fd), 0);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        dup2(fd[1], 2);
-        close(fd[0]);
-        unsetenv("SIM_QUIET");
-        launch_on_freed();
-        _exit(0);
-    }
-    close(fd[1]);
     char buf[8192];
-    size_t len = 0;
-    ssize_t n;
-    while (len < sizeof buf - 1 && (n = read(fd[0], buf + len, sizeof buf - 1 - len)) > 0)
-        len += (size_t)n;
-    buf[len] = 0;
-    close(fd[0]);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFEXITED(status));
-    cr_assert_eq(WEXITSTATUS(status), SIM_EXIT_FAULT, "stderr: %s", buf);
+    // 128 + a signal's number if it died of one: never SIM_EXIT_FAULT (86).
+    cr_assert_eq(run_child_capture(loud_launch_on_freed, buf, sizeof buf), SIM_EXIT_FAULT,
+                 "stderr: %s", buf);
     cr_assert(strstr(buf, "scale_kernel") != NULL, "diagnostic lacks the kernel name: %s", buf);
 }
 

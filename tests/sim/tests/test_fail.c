@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sim_test.h"
 #include "simgpu.h"
 
 // Per-thread-stream twins: exported, declared by cuda.h only for per-thread
@@ -26,24 +27,21 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
                              unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                              void **kernelParams, void **extra);
 
-#define OK(x)    cr_assert_eq((x), CUDA_SUCCESS, "%s", #x)
 #define IS(x, e) cr_assert_eq((x), (e), "%s: got %d, want %d", #x, (int)(x), (int)(e))
 #define MiB      (1ull << 20)
 #define G2       (2 * MiB)
 #define MS       (1000000ull)
 
 // --- fixtures ------------------------------------------------------------------------
-static void start(const char *fail)
+// start() with these failures injected (NULL: none) on a 1 GiB device.
+static void start_failing(const char *fail)
 {
     if (fail)
         setenv("SIM_FAIL", fail, 1);
     else
         unsetenv("SIM_FAIL");
     setenv("SIM_CAPACITY", "1G", 1);
-    OK(cuInit(0));
-    CUcontext ctx;
-    OK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    OK(cuCtxSetCurrent(ctx));
+    start();
 }
 
 static sim_stats_t stats(void)
@@ -230,7 +228,7 @@ Test(fail, every_call_fails_first_with_its_default)
     EVERY_CALL(X)
 #undef X
     spec[strlen(spec) - 1] = 0;
-    start(spec);
+    start_failing(spec);
     uint64_t i = 0;
 #define X(call, err, expr)                                                                         \
     {                                                                                              \
@@ -249,7 +247,7 @@ Test(fail, every_call_fails_first_with_its_default)
 // --- VMM ---------------------------------------------------------------------------------
 Test(fail, mem_create_second_call)
 {
-    start("cuMemCreate:2");
+    start_failing("cuMemCreate:2");
     CUmemAllocationProp p = dev_prop();
     CUmemGenericAllocationHandle h1, h2 = 0xdead;
     OK(cuMemCreate(&h1, G2, &p, 0));
@@ -271,7 +269,7 @@ Test(fail, mem_create_second_call)
 
 Test(fail, mem_map_leaves_range_unmapped)
 {
-    start("cuMemMap:1");
+    start_failing("cuMemMap:1");
     CUmemAllocationProp p = dev_prop();
     CUmemAccessDesc a = rw();
     CUdeviceptr va;
@@ -297,7 +295,7 @@ Test(fail, mem_map_leaves_range_unmapped)
 
 Test(fail, set_access_chosen_error_leaves_no_access)
 {
-    start("cuMemSetAccess:1:1:CUDA_ERROR_NOT_SUPPORTED");
+    start_failing("cuMemSetAccess:1:1:CUDA_ERROR_NOT_SUPPORTED");
     CUmemAllocationProp p = dev_prop();
     CUmemAccessDesc a = rw();
     CUdeviceptr va;
@@ -315,7 +313,7 @@ Test(fail, set_access_chosen_error_leaves_no_access)
 
 Test(fail, unmap_leaves_mapping_and_bytes)
 {
-    start("cuMemUnmap:1");
+    start_failing("cuMemUnmap:1");
     CUmemGenericAllocationHandle h;
     CUdeviceptr va = vmm_granule(&h);
     OK(cuMemsetD8(va, 0x5a, 4096));
@@ -332,7 +330,7 @@ Test(fail, unmap_leaves_mapping_and_bytes)
 
 Test(fail, release_keeps_handle)
 {
-    start("cuMemRelease:1");
+    start_failing("cuMemRelease:1");
     CUmemAllocationProp p = dev_prop();
     CUmemGenericAllocationHandle h;
     OK(cuMemCreate(&h, G2, &p, 0));
@@ -353,7 +351,7 @@ Test(fail, release_keeps_handle)
 
 Test(fail, address_reserve)
 {
-    start("cuMemAddressReserve:1");
+    start_failing("cuMemAddressReserve:1");
     CUdeviceptr va = 0x1234;
     IS(cuMemAddressReserve(&va, G2, 0, 0, 0), CUDA_ERROR_OUT_OF_MEMORY);
     cr_assert_eq(va, 0x1234);
@@ -365,7 +363,7 @@ Test(fail, address_reserve)
 // --- allocations ---------------------------------------------------------------------------
 Test(fail, mem_alloc_count_three)
 {
-    start("cuMemAlloc:2:3");
+    start_failing("cuMemAlloc:2:3");
     CUdeviceptr d[5];
     for (int i = 0; i < 5; i++) {
         d[i] = 0xbad;
@@ -384,7 +382,7 @@ Test(fail, mem_alloc_count_three)
 
 Test(fail, alloc_async)
 {
-    start("cuMemAllocAsync:1");
+    start_failing("cuMemAllocAsync:1");
     CUdeviceptr d = 0xbad;
     IS(cuMemAllocAsync(&d, 4096, NULL), CUDA_ERROR_OUT_OF_MEMORY);
     cr_assert_eq(d, 0xbad);
@@ -398,7 +396,7 @@ Test(fail, alloc_async)
 
 Test(fail, host_alloc_and_register)
 {
-    start("cuMemHostAlloc:1,cuMemHostRegister:1");
+    start_failing("cuMemHostAlloc:1,cuMemHostRegister:1");
     void *p = (void *)0x1234;
     IS(cuMemHostAlloc(&p, 4096, 0), CUDA_ERROR_OUT_OF_MEMORY);
     cr_assert_eq(p, (void *)0x1234);
@@ -422,7 +420,7 @@ Test(fail, host_alloc_and_register)
 // --- copies and memsets ----------------------------------------------------------------------
 Test(fail, dtoh_async_leaves_host_bytes)
 {
-    start("cuMemcpyDtoHAsync:1");
+    start_failing("cuMemcpyDtoHAsync:1");
     CUdeviceptr d;
     unsigned char *h;
     OK(cuMemAlloc(&d, 4096));
@@ -448,7 +446,7 @@ Test(fail, dtoh_async_leaves_host_bytes)
 Test(fail, htod_async_v2_name_and_ptsz_twin)
 {
     // Named with its _v2 suffix; the _ptsz twin counts as the same call.
-    start("cuMemcpyHtoDAsync_v2:2");
+    start_failing("cuMemcpyHtoDAsync_v2:2");
     CUdeviceptr d;
     unsigned char *h;
     OK(cuMemAlloc(&d, 4096));
@@ -468,7 +466,7 @@ Test(fail, htod_async_v2_name_and_ptsz_twin)
 
 Test(fail, sync_copies)
 {
-    start("cuMemcpyHtoD:1,cuMemcpyDtoH:2");
+    start_failing("cuMemcpyHtoD:1,cuMemcpyDtoH:2");
     CUdeviceptr d;
     OK(cuMemAlloc(&d, 4096));
     OK(cuMemsetD8(d, 3, 4096));
@@ -486,7 +484,7 @@ Test(fail, sync_copies)
 
 Test(fail, memsets_leave_bytes)
 {
-    start("cuMemsetD8:2,cuMemsetD32:1,cuMemsetD8Async:1,cuMemsetD32Async:1");
+    start_failing("cuMemsetD8:2,cuMemsetD32:1,cuMemsetD8Async:1,cuMemsetD32Async:1");
     CUdeviceptr d;
     OK(cuMemAlloc(&d, 4096));
     OK(cuMemsetD8(d, 4, 4096));
@@ -503,7 +501,7 @@ Test(fail, memsets_leave_bytes)
 // --- launches --------------------------------------------------------------------------------
 Test(fail, launch_third_leaves_bytes)
 {
-    start("cuLaunchKernel:3,cuLaunchKernelEx:1");
+    start_failing("cuLaunchKernel:3,cuLaunchKernelEx:1");
     CUfunction f = make_fill(1000);
     CUdeviceptr d;
     OK(cuMemAlloc(&d, 4096));
@@ -537,7 +535,7 @@ Test(fail, launch_third_leaves_bytes)
 // --- events and streams ------------------------------------------------------------------------
 Test(fail, event_and_stream_create)
 {
-    start("cuEventCreate:1,cuStreamCreate:1:1:CUDA_ERROR_INVALID_VALUE");
+    start_failing("cuEventCreate:1,cuStreamCreate:1:1:CUDA_ERROR_INVALID_VALUE");
     CUevent e = (CUevent)0x1234;
     IS(cuEventCreate(&e, 0), CUDA_ERROR_OUT_OF_MEMORY);
     cr_assert_eq(e, (CUevent)0x1234);
@@ -553,7 +551,7 @@ Test(fail, event_and_stream_create)
 // waiting on it does not wait for the 5 ms kernel after it.
 Test(fail, event_record_keeps_previous_record)
 {
-    start("cuEventRecord:2");
+    start_failing("cuEventRecord:2");
     CUstream s;
     CUevent e;
     OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
@@ -570,7 +568,7 @@ Test(fail, event_record_keeps_previous_record)
 
 Test(fail, event_record_first_leaves_never_recorded)
 {
-    start("cuEventRecord:1");
+    start_failing("cuEventRecord:1");
     CUstream s;
     CUevent e, e0;
     OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
@@ -588,7 +586,7 @@ Test(fail, event_record_first_leaves_never_recorded)
 // copy engine is free) nor is ordered after its write (a race).
 Test(fail, stream_wait_event_does_not_order)
 {
-    start("cuStreamWaitEvent:1");
+    start_failing("cuStreamWaitEvent:1");
     CUstream s1, s2;
     CUevent e;
     OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
@@ -640,7 +638,7 @@ static uint64_t observe_then_unmap(bool sync)
 
 Test(fail, event_query_real_error_no_join)
 {
-    start("cuEventQuery:1");
+    start_failing("cuEventQuery:1");
     uint64_t v = observe_then_unmap(false);
     cr_assert_eq((CUresult)(v >> 32), CUDA_ERROR_LAUNCH_FAILED, "an error, not NOT_READY");
     cr_assert_eq(v & 0xffffffff, 1, "the failed query ordered nothing");
@@ -648,7 +646,7 @@ Test(fail, event_query_real_error_no_join)
 
 Test(fail, event_query_control)
 {
-    start("cuEventQuery:2"); // armed, but the query observed is the first
+    start_failing("cuEventQuery:2"); // armed, but the query observed is the first
     uint64_t v = observe_then_unmap(false);
     cr_assert_eq((CUresult)(v >> 32), CUDA_SUCCESS);
     cr_assert_eq(v & 0xffffffff, 0);
@@ -656,7 +654,7 @@ Test(fail, event_query_control)
 
 Test(fail, event_synchronize_no_wait_no_join)
 {
-    start("cuEventSynchronize:1");
+    start_failing("cuEventSynchronize:1");
     uint64_t v = observe_then_unmap(true);
     cr_assert_eq((CUresult)(v >> 32), CUDA_ERROR_LAUNCH_FAILED);
     cr_assert_eq(v & 0xffffffff, 1);
@@ -667,7 +665,7 @@ Test(fail, several_specs_names_and_numbers)
 {
     // _v2 spelling, error by name and by number (719: CUDA_ERROR_LAUNCH_FAILED,
     // 1: CUDA_ERROR_INVALID_VALUE), two specs on one call.
-    start("cuMemAlloc_v2:1:1:CUDA_ERROR_UNKNOWN,cuEventCreate:2:1:1,cuMemAlloc:3:2:719");
+    start_failing("cuMemAlloc_v2:1:1:CUDA_ERROR_UNKNOWN,cuEventCreate:2:1:1,cuMemAlloc:3:2:719");
     CUdeviceptr d;
     CUevent e;
     IS(cuMemAlloc(&d, 4096), CUDA_ERROR_UNKNOWN);
@@ -688,7 +686,7 @@ Test(fail, several_specs_names_and_numbers)
 
 Test(fail, unset_injects_nothing)
 {
-    start(NULL);
+    start_failing(NULL);
     CUdeviceptr d;
     for (int i = 0; i < 100; i++)
         OK(cuMemAlloc(&d, 4096));
@@ -716,7 +714,7 @@ static void *create_events(void *arg)
 
 Test(fail, counting_is_per_process_and_thread_safe)
 {
-    start("cuEventCreate:101:250");
+    start_failing("cuEventCreate:101:250");
     CUcontext ctx;
     OK(cuCtxGetCurrent(&ctx));
     pthread_t t[8];
@@ -741,32 +739,6 @@ Test(fail, counting_is_per_process_and_thread_safe)
 }
 
 // --- child processes: bad values, exit lines ----------------------------------------------------
-static int run_child_capture(void (*fn)(void), char *out, size_t len)
-{
-    int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        for (int fd = 3; fd < 1024; fd++)
-            if (fd != fds[1]) close(fd);
-        dup2(fds[1], 2);
-        close(fds[1]);
-        fn();
-        exit(0);
-    }
-    close(fds[1]);
-    size_t n = 0;
-    ssize_t k;
-    while (n + 1 < len && (k = read(fds[0], out + n, len - 1 - n)) > 0)
-        n += (size_t)k;
-    out[n] = 0;
-    close(fds[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 // The simulator's lines only: a sanitizer build adds its own to a child's
 // stderr (LeakSanitizer's notes at exit).
 static void ours(char *buf)
@@ -927,7 +899,7 @@ Test(fail, exit_report_edge_cases)
 // --- live figures ------------------------------------------------------------------------------
 Test(fail, live_figures)
 {
-    start(NULL);
+    start_failing(NULL);
     CUmemAllocationProp p = dev_prop();
     CUmemAccessDesc a = rw();
     CUdeviceptr va;

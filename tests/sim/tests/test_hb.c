@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim_test.h"
 #include "simgpu.h"
 
 // Exported by the simulated driver; cuda.h declares the per-thread-stream
@@ -17,18 +18,7 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
                              unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                              void **kernelParams, void **extra);
 
-#define OK(x) cr_assert_eq((x), CUDA_SUCCESS, "%s", #x)
 #define BYTES 4096
-
-static void start(void)
-{
-    OK(cuInit(0));
-    CUdevice dev;
-    CUcontext ctx;
-    OK(cuDeviceGet(&dev, 0));
-    OK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    OK(cuCtxSetCurrent(ctx));
-}
 
 static uint64_t races(void)
 {
