@@ -63,7 +63,7 @@ typedef struct ao_layerset_s {
       "the device memory AOSHIM_OFFLOAD_LAYERS=auto keeps under; empty: the device's free memory " \
       "at start less 5% of its total (at least 256 MiB)")                                          \
     X(PREFETCH, prefetch, uint, "1", "an integer from 0 to 64",                                    \
-      "layers reloaded ahead: when backward of layer L begins, layers L-1 .. L-d come back")       \
+      "layers reloaded ahead: when backward of layer L begins, layers L-1 .. L-1-d come back")     \
     X(MIN_BYTES, min_bytes, size, "1MiB", "a size such as 4096, 512K, 1MiB, 2G",                   \
       "buffers smaller than this are never offloaded")                                             \
     X(HOST_LIMIT, host_limit, size, "0", "a size such as 64G (0: no limit)",                       \
