@@ -187,6 +187,19 @@ Test(e2e, same_bits_auto_checkpoint, .timeout = 60)
 
 // --- the safety net ------------------------------------------------------------------------
 // Late reloads as the summary counts them.
+// train_step --pytorch: autocast's weight casts saved inside each block,
+// gradients made by the backward, AdamW's states and its transient. The
+// same bits under 'all', and with recomputed layers and interleaved
+// microbatches.
+Test(e2e, same_bits_pytorch_like, .timeout = 60)
+{
+    same_bits(DATA " --pytorch --steps 3", ENV(ALL));
+}
+Test(e2e, same_bits_pytorch_like_checkpoint_1f1b, .timeout = 60)
+{
+    same_bits(MB4 " --pytorch --schedule 1f1b --checkpoint 2", ENV(ALL));
+}
+
 static uint64_t late_reloads(const e2e_result_t *r)
 {
     const char *v = e2e_summary(r->err, "late reloads");

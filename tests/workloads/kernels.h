@@ -45,7 +45,11 @@
     X(flash_attn_bwd, 3, 6, 0)                                                                     \
     X(qkv_dgrad, 1, 4, 0)                                                                          \
     X(qkv_wgrad, 1, 4, 1)                                                                          \
-    X(sgd_update, 1, 1, 1)
+    X(sgd_update, 1, 1, 1)                                                                         \
+    X(weight_cast, 1, 1, 0)                                                                        \
+    X(adam_moments, 2, 1, 3)                                                                       \
+    X(adam_denom, 1, 1, 0)                                                                         \
+    X(adam_update, 1, 2, 1)
 
 typedef enum ts_kernel_e {
 #define TS_ENUM_(name, no, ni, acc) TSK_##name,

@@ -31,6 +31,15 @@
 typedef struct cfg_s {
     int layers, hidden, heads, seq, batch, steps, microbatches, stages;
     bool one_f_one_b, skip, fused, nodata, use_async;
+    // --pytorch: what a PyTorch step under bf16 autocast with AdamW adds to
+    // the shape: fp32 master weights cast to 16 bits inside each block (the
+    // casts are saved for backward, as autocast's are), gradients allocated
+    // by the backward and freed before the next (zero_grad(set_to_none)),
+    // Adam's two fp32 states, and the optimizer's multi-tensor transient (one
+    // fp32 temporary per weight, all alive at once), which can hold the
+    // step's peak. Each block's backward reads the previous block's output
+    // (the residual stream) in every mode.
+    bool pytorch;
     uint64_t seed;
     const char *capacity, *profile;
     bool *ckpt;  // per layer: recompute in backward instead of saving
@@ -112,21 +121,24 @@ static const char *const w_name[W_COUNT] = {"ln1_w", "w_qkv", "w_o", "ln2_w", "w
 
 typedef struct acts_s {
     buf_t b[SV_COUNT];
+    buf_t cast[W_COUNT]; // --pytorch: 16-bit casts of the matrix weights, saved for backward
 } acts_t;
 
 static cudaStream_t stream;
 static bool nodata;
 static int cur_step;
-static int cur_seq;         // the sequence length of this step (--seq, then --seq-from)
-static acts_t *acts;        // [layer * microbatches + mb]
-static buf_t *weights;      // [layer * W_COUNT + w]
-static buf_t *grads;        // same shape as weights
-static buf_t *embed;        // [mb]: the input of layer 0
-static buf_t *dloss;        // [mb]: gradient of the loss w.r.t. the last output
-static buf_t *dnext;        // [mb]: gradient flowing from layer L+1 down to L
-static buf_t *dskip;        // [mb]: gradient of the long skip connection
-static buf_t d_input;       // gradient w.r.t. the input, summed over microbatches
-static uint64_t *act_bytes; // [layer]: saved bytes of (layer, mb 0) in step 0
+static int cur_seq;            // the sequence length of this step (--seq, then --seq-from)
+static acts_t *acts;           // [layer * microbatches + mb]
+static buf_t *weights;         // [layer * W_COUNT + w]
+static buf_t *grads;           // same shape as weights (--pytorch: allocated by the backward)
+static buf_t *adam_m, *adam_v; // --pytorch: Adam's states, fp32, the weights' shape
+static uint64_t *grad_bytes;   // [layer * W_COUNT + w]: a gradient's size
+static buf_t *embed;           // [mb]: the input of layer 0
+static buf_t *dloss;           // [mb]: gradient of the loss w.r.t. the last output
+static buf_t *dnext;           // [mb]: gradient flowing from layer L+1 down to L
+static buf_t *dskip;           // [mb]: gradient of the long skip connection
+static buf_t d_input;          // gradient w.r.t. the input, summed over microbatches
+static uint64_t *act_bytes;    // [layer]: saved bytes of (layer, mb 0) in step 0
 static uint64_t static_bytes;
 // Temporaries: allocated inside a layer (forward or backward) and not saved
 // for backward; the most alive at once bounds what a layer needs beyond its
@@ -339,6 +351,21 @@ static void fwd_layer(int L, int mb, bool recompute)
         if (count && (keep || SV_##id == SV_OUT)) act_bytes[L] += (bytes);                         \
     } while (0)
 
+    // --pytorch: autocast's 16-bit copies of the matrix weights, made inside
+    // the block and saved for its backward; the GEMMs read them.
+    buf_t *wm[W_COUNT];
+    for (int i = 0; i < W_COUNT; i++) {
+        wm[i] = &w[i];
+        if (!cfg.pytorch || i == W_LN1 || i == W_LN2) continue;
+        buf_t *c = &x_acts->cast[i];
+        allocating_saved = true;
+        dalloc(c, w[i].n / 2, "weight_cast", L, mb);
+        allocating_saved = false;
+        if (count && keep) act_bytes[L] += w[i].n / 2;
+        launch(TSK_weight_cast, w_name[i], L, mb, 0, OUTS(c), INS(&w[i]));
+        wm[i] = c;
+    }
+
     // Attention block.
     SAVE(LN1_OUT, 2 * sbh);
     SAVE(LN1_STATS, 8 * s * b); // fp32 mean and rstd per token
@@ -348,7 +375,7 @@ static void fwd_layer(int L, int mb, bool recompute)
     SAVE(K, 2 * sbh);
     SAVE(V, 2 * sbh);
     launch(TSK_qkv_gemm, "qkv", L, mb, 6 * sbh * h, OUTS(&sv[SV_Q], &sv[SV_K], &sv[SV_V]),
-           INS(&sv[SV_LN1_OUT], &w[W_QKV]));
+           INS(&sv[SV_LN1_OUT], wm[W_QKV]));
     if (!cfg.fused) {
         dalloc(&tmp1, 2 * as2b, "attn_scores", L, mb);
         launch(TSK_attn_scores, "qk", L, mb, 2 * s * s * b * h, OUTS(&tmp1),
@@ -372,7 +399,7 @@ static void fwd_layer(int L, int mb, bool recompute)
                OUTS(&sv[SV_CTX], &sv[SV_LSE]), INS(&sv[SV_Q], &sv[SV_K], &sv[SV_V]));
     }
     dalloc(&tmp1, 2 * sbh, "proj_out", L, mb);
-    launch(TSK_gemm, "proj", L, mb, 2 * sbh * h, OUTS(&tmp1), INS(&sv[SV_CTX], &w[W_O]));
+    launch(TSK_gemm, "proj", L, mb, 2 * sbh * h, OUTS(&tmp1), INS(&sv[SV_CTX], wm[W_O]));
     SAVE(ATTN_MASK, sbh);
     SAVE(RESID1, 2 * sbh);
     launch(TSK_dropout_residual_fwd, "attn_resid", L, mb, 0,
@@ -386,11 +413,11 @@ static void fwd_layer(int L, int mb, bool recompute)
            INS(&sv[SV_RESID1], &w[W_LN2]));
     SAVE(FC1_OUT, 8 * sbh);
     launch(TSK_gemm, "fc1", L, mb, 8 * sbh * h, OUTS(&sv[SV_FC1_OUT]),
-           INS(&sv[SV_LN2_OUT], &w[W_FC1]));
+           INS(&sv[SV_LN2_OUT], wm[W_FC1]));
     SAVE(GELU_OUT, 8 * sbh);
     launch(TSK_gelu_fwd, "gelu", L, mb, 0, OUTS(&sv[SV_GELU_OUT]), INS(&sv[SV_FC1_OUT]));
     dalloc(&tmp1, 2 * sbh, "fc2_out", L, mb);
-    launch(TSK_gemm, "fc2", L, mb, 8 * sbh * h, OUTS(&tmp1), INS(&sv[SV_GELU_OUT], &w[W_FC2]));
+    launch(TSK_gemm, "fc2", L, mb, 8 * sbh * h, OUTS(&tmp1), INS(&sv[SV_GELU_OUT], wm[W_FC2]));
     SAVE(MLP_MASK, sbh);
     if (recompute)
         dalloc(out, 2 * sbh, "layer_out_recompute", L, mb);
@@ -413,6 +440,8 @@ static void fwd_layer(int L, int mb, bool recompute)
         // Checkpointed: only the output (the next layer's input) survives.
         for (int i = 0; i < SV_COUNT; i++)
             if (i != SV_OUT) dfree(&sv[i]);
+        for (int i = 0; i < W_COUNT; i++)
+            dfree(&x_acts->cast[i]);
     }
 }
 
@@ -445,6 +474,17 @@ static void bwd_layer(int L, int mb)
     buf_t t_ln1 = {0};
 
     if (!cfg.nobwd[L]) ao(aoshim_try_backward_begin(L), "aoshim_backward_begin", L);
+    // --pytorch: the dgrad GEMMs read the saved casts; the gradients are
+    // made by this backward (set_to_none left none), zeroed, then accumulated.
+    buf_t *wm[W_COUNT];
+    for (int i = 0; i < W_COUNT; i++) {
+        wm[i] = A(L, mb)->cast[i].p ? &A(L, mb)->cast[i] : &w[i];
+        if (cfg.pytorch && !g[i].p) {
+            dalloc(&g[i], grad_bytes[(size_t)L * W_COUNT + i], "grad", -1, 0);
+            static_bytes -= g[i].n; // not static: made and freed every step
+            CK(cudaMemsetAsync(g[i].p, 0, g[i].n, stream));
+        }
+    }
     int te_reload = cfg.te >= 0 ? L - (N - 1 - cfg.te) : -1;
     if (te_reload >= 0 && te_reload < cfg.te)
         ao(aoshim_try_reload_layer(te_reload), "aoshim_reload_layer", te_reload);
@@ -453,6 +493,8 @@ static void bwd_layer(int L, int mb)
         ao(aoshim_try_layer_begin(L), "aoshim_layer_begin", L);
         fwd_layer(L, mb, true);
         ao(aoshim_try_layer_end(L), "aoshim_layer_end", L);
+        for (int i = 0; i < W_COUNT; i++)
+            if (A(L, mb)->cast[i].p) wm[i] = &A(L, mb)->cast[i];
     }
     buf_t *dY = L == N - 1 ? &dloss[mb] : &dnext[mb];
     const bool skip_src = cfg.skip && L == 0;
@@ -469,7 +511,7 @@ static void bwd_layer(int L, int mb)
     else
         launch(TSK_dropout_bwd, "mlp_resid_bwd", L, mb, 0, OUTS(&t_fc2), INS(dY, &sv[SV_MLP_MASK]));
     dalloc(&t_gelu, 8 * sbh, "d_gelu_out", L, mb);
-    launch(TSK_gemm_dgrad, "fc2_dgrad", L, mb, 8 * sbh * h, OUTS(&t_gelu), INS(&t_fc2, &w[W_FC2]));
+    launch(TSK_gemm_dgrad, "fc2_dgrad", L, mb, 8 * sbh * h, OUTS(&t_gelu), INS(&t_fc2, wm[W_FC2]));
     launch(TSK_gemm_wgrad, "fc2_wgrad", L, mb, 8 * sbh * h, OUTS(&g[W_FC2]),
            INS(&t_fc2, &sv[SV_GELU_OUT]));
     dfree(&t_fc2);
@@ -477,7 +519,7 @@ static void bwd_layer(int L, int mb)
     launch(TSK_gelu_bwd, "gelu_bwd", L, mb, 0, OUTS(&t_fc1), INS(&t_gelu, &sv[SV_FC1_OUT]));
     dfree(&t_gelu);
     dalloc(&t_ln2, 2 * sbh, "d_ln2_out", L, mb);
-    launch(TSK_gemm_dgrad, "fc1_dgrad", L, mb, 8 * sbh * h, OUTS(&t_ln2), INS(&t_fc1, &w[W_FC1]));
+    launch(TSK_gemm_dgrad, "fc1_dgrad", L, mb, 8 * sbh * h, OUTS(&t_ln2), INS(&t_fc1, wm[W_FC1]));
     launch(TSK_gemm_wgrad, "fc1_wgrad", L, mb, 8 * sbh * h, OUTS(&g[W_FC1]),
            INS(&t_fc1, &sv[SV_LN2_OUT]));
     dfree(&t_fc1);
@@ -493,7 +535,7 @@ static void bwd_layer(int L, int mb)
     launch(TSK_dropout_bwd, "attn_resid_bwd", L, mb, 0, OUTS(&t_proj),
            INS(&t_res, &sv[SV_ATTN_MASK]));
     dalloc(&t_ctx, 2 * sbh, "d_ctx", L, mb);
-    launch(TSK_gemm_dgrad, "proj_dgrad", L, mb, 2 * sbh * h, OUTS(&t_ctx), INS(&t_proj, &w[W_O]));
+    launch(TSK_gemm_dgrad, "proj_dgrad", L, mb, 2 * sbh * h, OUTS(&t_ctx), INS(&t_proj, wm[W_O]));
     launch(TSK_gemm_wgrad, "proj_wgrad", L, mb, 2 * sbh * h, OUTS(&g[W_O]),
            INS(&t_proj, &sv[SV_CTX]));
     dfree(&t_proj);
@@ -521,7 +563,7 @@ static void bwd_layer(int L, int mb)
     dfree(&t_ctx);
     dalloc(&t_ln1, 2 * sbh, "d_ln1_out", L, mb);
     launch(TSK_qkv_dgrad, "qkv_dgrad", L, mb, 6 * sbh * h, OUTS(&t_ln1),
-           INS(&dq, &dk, &dv, &w[W_QKV]));
+           INS(&dq, &dk, &dv, wm[W_QKV]));
     launch(TSK_qkv_wgrad, "qkv_wgrad", L, mb, 6 * sbh * h, OUTS(&g[W_QKV]),
            INS(&dq, &dk, &dv, &sv[SV_LN1_OUT]));
     dfree(&dq);
@@ -542,6 +584,8 @@ static void bwd_layer(int L, int mb)
     // (this layer's saved input), whose last reader was ln1_bwd above.
     for (int i = 0; i < SV_COUNT; i++)
         if (i != SV_OUT) dfree(&sv[i]);
+    for (int i = 0; i < W_COUNT; i++)
+        dfree(&A(L, mb)->cast[i]);
     if (L > 0) dfree(x);
     if (!cfg.nobwd[L]) ao(aoshim_try_backward_end(L), "aoshim_backward_end", L);
 }
@@ -554,10 +598,41 @@ static void backward_mb(int mb)
 }
 
 // --- one step --------------------------------------------------------------------
+// --pytorch: AdamW as PyTorch's multi-tensor (foreach) step runs it: the
+// moments of every weight, then one fp32 temporary per weight, all alive at
+// once, then the updates; the temporaries go, and the gradients after them
+// (zero_grad(set_to_none=True) at the next step's start).
+static void adam_step(void)
+{
+    const size_t nw = (size_t)cfg.layers * W_COUNT;
+    buf_t *t = calloc(nw, sizeof *t);
+    if (!t) abort();
+    for (size_t i = 0; i < nw; i++)
+        launch(TSK_adam_moments, "adam_moments", (int)(i / W_COUNT), -1, 0,
+               OUTS(&adam_m[i], &adam_v[i]), INS(&grads[i]));
+    for (size_t i = 0; i < nw; i++)
+        dalloc(&t[i], weights[i].n, "adam_denom", -1, 0);
+    for (size_t i = 0; i < nw; i++)
+        launch(TSK_adam_denom, "adam_denom", (int)(i / W_COUNT), -1, 0, OUTS(&t[i]),
+               INS(&adam_v[i]));
+    for (size_t i = 0; i < nw; i++)
+        launch(TSK_adam_update, w_name[i % W_COUNT], (int)(i / W_COUNT), -1, 0, OUTS(&weights[i]),
+               INS(&adam_m[i], &t[i]));
+    for (size_t i = 0; i < nw; i++) {
+        static_bytes -= t[i].n; // a transient, not static
+        dfree(&t[i]);
+    }
+    free(t);
+}
+
 static void run_step(void)
 {
-    for (int i = 0; i < cfg.layers * W_COUNT; i++)
-        CK(cudaMemsetAsync(grads[i].p, 0, grads[i].n, stream));
+    for (int i = 0; i < cfg.layers * W_COUNT; i++) {
+        if (cfg.pytorch)
+            dfree(&grads[i]); // zero_grad(set_to_none=True): the backward makes them anew
+        else
+            CK(cudaMemsetAsync(grads[i].p, 0, grads[i].n, stream));
+    }
     CK(cudaMemsetAsync(d_input.p, 0, d_input.n, stream));
     // Fresh data each step; --seed changes it, the weights stay put.
     for (int mb = 0; mb < cfg.microbatches; mb++)
@@ -586,10 +661,13 @@ static void run_step(void)
     }
 
     // Optimizer: every weight moves by a function of its gradient.
-    for (int L = 0; L < cfg.layers; L++)
-        for (int i = 0; i < W_COUNT; i++)
-            launch(TSK_sgd_update, w_name[i], L, -1, 0, OUTS(&weights[L * W_COUNT + i]),
-                   INS(&grads[L * W_COUNT + i]));
+    if (cfg.pytorch)
+        adam_step();
+    else
+        for (int L = 0; L < cfg.layers; L++)
+            for (int i = 0; i < W_COUNT; i++)
+                launch(TSK_sgd_update, w_name[i], L, -1, 0, OUTS(&weights[L * W_COUNT + i]),
+                       INS(&grads[L * W_COUNT + i]));
     ao(aoshim_try_step_end(), "aoshim_step_end", cur_step);
 }
 
@@ -600,7 +678,7 @@ static const char usage_line[] =
     "                  [--checkpoint LIST] [--no-backward-begin LIST] [--skip]\n"
     "                  [--fused|--no-fused] [--alloc async|malloc]\n"
     "                  [--seed N] [--nodata] [--capacity SIZE] [--profile h100|a100]\n"
-    "                  [--te-schedule K] [--seq-from STEP:SEQ] [--help]\n";
+    "                  [--te-schedule K] [--seq-from STEP:SEQ] [--pytorch] [--help]\n";
 
 static void usage_help(void)
 {
@@ -628,6 +706,10 @@ static void usage_help(void)
           "                      of j+N-1-K (K at most N-1)\n"
           "  --seq-from STEP:SEQ sequence length SEQ from step STEP on (steps count from 1;\n"
           "                      STEP in [2, --steps]): the inputs are allocated afresh\n"
+          "  --pytorch           a PyTorch step under bf16 autocast with AdamW: fp32 weights\n"
+          "                      cast to 16 bits inside each block (saved for backward),\n"
+          "                      gradients made by the backward and freed each step, Adam's\n"
+          "                      states, and the optimizer's multi-tensor fp32 transient\n"
           "Before the result, one line per step: train_step step=N seq=S\n"
           "peak_device_bytes=P step_ns=T (P: the step's own peak, setup excluded).\n"
           "Exit status: 0 ok, 1 CUDA error (status=error), 2 bad option, 3 out of device\n"
@@ -743,6 +825,7 @@ static void parse_args(int argc, char **argv)
         O_PROFILE,
         O_TE,
         O_SEQFROM,
+        O_PYTORCH,
     };
     static const struct option opts[] = {
         {"layers", required_argument, 0, O_LAYERS},
@@ -766,6 +849,7 @@ static void parse_args(int argc, char **argv)
         {"profile", required_argument, 0, O_PROFILE},
         {"te-schedule", required_argument, 0, O_TE},
         {"seq-from", required_argument, 0, O_SEQFROM},
+        {"pytorch", no_argument, 0, O_PYTORCH},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -847,6 +931,9 @@ static void parse_args(int argc, char **argv)
             break;
         case O_TE:
             cfg.te = parse_int("te-schedule", optarg, 0, 4096);
+            break;
+        case O_PYTORCH:
+            cfg.pytorch = true;
             break;
         case O_SEQFROM:
             seq_from = optarg;
@@ -969,18 +1056,35 @@ int main(int argc, char **argv)
     dnext = calloc((size_t)M, sizeof *dnext);
     dskip = calloc((size_t)M, sizeof *dskip);
     act_bytes = calloc((size_t)N, sizeof *act_bytes);
-    if (!acts || !weights || !grads || !embed || !dloss || !dnext || !dskip || !act_bytes) abort();
+    grad_bytes = calloc((size_t)N * W_COUNT, sizeof *grad_bytes);
+    adam_m = calloc((size_t)N * W_COUNT, sizeof *adam_m);
+    adam_v = calloc((size_t)N * W_COUNT, sizeof *adam_v);
+    if (!acts || !weights || !grads || !embed || !dloss || !dnext || !dskip || !act_bytes ||
+        !grad_bytes || !adam_m || !adam_v)
+        abort();
 
     // --- static memory: weights, gradients, inputs, loss gradients ---
+    // 16-bit weights; --pytorch: fp32 master weights, fp32 gradients and
+    // Adam's two fp32 states (the gradients are made by each backward).
     const uint64_t wbytes[W_COUNT] = {4 * h, 6 * h * h, 2 * h * h, 4 * h, 8 * h * h, 8 * h * h};
+    const uint64_t wscale = cfg.pytorch ? 2 : 1;
     char name[48];
     for (int L = 0; L < N; L++) {
         for (int i = 0; i < W_COUNT; i++) {
+            const size_t k = (size_t)L * W_COUNT + (size_t)i;
             snprintf(name, sizeof name, "%s.%d", w_name[i], L);
-            dalloc(&weights[L * W_COUNT + i], wbytes[i], name, -1, 0);
-            launch(TSK_init_fill, w_name[i], L, -1, 0, OUTS(&weights[L * W_COUNT + i]), NULL);
+            dalloc(&weights[k], wscale * wbytes[i], name, -1, 0);
+            launch(TSK_init_fill, w_name[i], L, -1, 0, OUTS(&weights[k]), NULL);
+            grad_bytes[k] = wscale * wbytes[i];
+            if (cfg.pytorch) {
+                dalloc(&adam_m[k], wscale * wbytes[i], "adam_m", -1, 0);
+                dalloc(&adam_v[k], wscale * wbytes[i], "adam_v", -1, 0);
+                CK(cudaMemsetAsync(adam_m[k].p, 0, adam_m[k].n, stream));
+                CK(cudaMemsetAsync(adam_v[k].p, 0, adam_v[k].n, stream));
+                continue;
+            }
             snprintf(name, sizeof name, "grad_%s.%d", w_name[i], L);
-            dalloc(&grads[L * W_COUNT + i], wbytes[i], name, -1, 0);
+            dalloc(&grads[k], wbytes[i], name, -1, 0);
         }
     }
     cur_seq = cfg.seq;
@@ -1022,6 +1126,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)N * W_COUNT; i++) {
         dfree(&weights[i]);
         dfree(&grads[i]);
+        dfree(&adam_m[i]);
+        dfree(&adam_v[i]);
     }
     for (int mb = 0; mb < M; mb++) {
         dfree(&embed[mb]);
@@ -1047,11 +1153,11 @@ int main(int argc, char **argv)
     if (cfg.seq_step)
         snprintf(seq_from, sizeof seq_from, " (%d from step %d)", cfg.seq_to, cfg.seq_step);
     printf("train_step: %d layers, hidden %d, %d heads, seq %d%s, batch %d, %d microbatch%s (%s), "
-           "%d step%s, %s attention, alloc %s%s\n",
+           "%d step%s, %s attention, alloc %s%s%s\n",
            N, cfg.hidden, cfg.heads, cfg.seq, seq_from, cfg.batch, M, M == 1 ? "" : "es",
            cfg.one_f_one_b ? "1f1b" : "gpipe", cfg.steps, cfg.steps == 1 ? "" : "s",
            cfg.fused ? "fused" : "unfused", cfg.use_async ? "async" : "malloc",
-           nodata ? ", no data" : "");
+           nodata ? ", no data" : "", cfg.pytorch ? ", pytorch-like (autocast casts, AdamW)" : "");
     printf("train_step: saved activations per layer %.2f MiB, formula s*b*h*(34%s) %.2f MiB "
            "(%+.2f%%)\n",
            mib(act), cfg.fused ? "" : " + 5*a*s/h", mib(formula), dev);
