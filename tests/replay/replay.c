@@ -1970,6 +1970,14 @@ static void say_notes(void)
     if (note.undeclared_kernels)
         fprintf(stderr, PROG ": note: %" PRIu64 " launches of kernels without a kernel record\n",
                 note.undeclared_kernels);
+    if (M.nstep_ns) {
+        char buf[512];
+        size_t o = 0;
+        for (size_t i = 0; i < M.nstep_ns && o + 24 < sizeof buf; i++)
+            o += (size_t)snprintf(buf + o, sizeof buf - o, " %" PRIu64, M.step_ns[i]);
+        fprintf(stderr, PROG ": step_ns of each step:%s%s\n", buf,
+                o + 24 >= sizeof buf ? " ..." : "");
+    }
     const char *none = "(no phase record)";
     fprintf(stderr,
             PROG ": peak_device_bytes at trace line %zu (step %d, phase %s); peak_in_use_bytes at "
