@@ -140,6 +140,18 @@ def group_peak():
                f"{name} --steps 3: peak_device_bytes {fig3['peak_device_bytes']}, want {want}")
 
 
+    # Every entry point (apis.trace): cudaMalloc, cuMemAlloc, cuMemCreate
+    # counted by its size, the pools, pageable and synchronous copies.
+    rc, fig, err = run(data("apis"))
+    ok_clean(fig, "apis")
+    want = trace_peak(data("apis"))
+    expect(fig["peak_device_bytes"] == want,
+           f"apis: peak_device_bytes {fig['peak_device_bytes']}, the trace's {want}")
+    skipped = [x for x in err.splitlines()
+               if x.startswith("replay: note:") and "cuMemPoolCreate" not in x]
+    expect(not skipped, f"apis: the replay skipped something: {skipped}")
+
+
 def group_check():
     """--check: every sampled byte read back as written, without aoshim and
     with every layer offloaded; and aoshim did offload (else the check is
