@@ -9,7 +9,8 @@ build's simulated GPU: LD_LIBRARY_PATH=DIR/tests/sim, SIM_NODATA=1 unless
 --check, SIM_CAPACITY from the trace's meta total= (divided by --scale;
 80G without one), SIM_D2H_GBPS and SIM_H2D_GBPS from --link. With --shim,
 LIB (libaoshim.so) is preloaded and its report (AOSHIM_REPORT, a temporary
-file unless given) gives late_reloads; without, aoshim is not loaded at all.
+file unless given) gives late_reloads, and with --scale K, AOSHIM_MIN_BYTES is
+its default divided by K unless given; without --shim, aoshim is not loaded.
 NAME=VALUE pairs go into the replay's environment last (AOSHIM_OFFLOAD_LAYERS=
 all, SIM_PROFILE=a100, ...). The replay's line is printed last:
 
@@ -34,6 +35,7 @@ KEYS = ("steps", "peak_device_bytes", "peak_in_use_bytes", "fwd_in_use_bytes", "
         "late_reloads", "races", "faults")
 DEFAULT_CAPACITY = 80 << 30
 GRANULE = 2 << 20
+MIN_BYTES = 1 << 20  # AOSHIM_MIN_BYTES's default (src/config.h)
 
 
 class UsageError(Exception):
@@ -139,6 +141,11 @@ def environment(o, report):
         preload.append(os.path.abspath(o["shim"]))
         if report:
             env["AOSHIM_REPORT"] = report
+        # aoshim's size threshold scales with the sizes: at its default
+        # (1 MiB) a step at --scale 64 would offload nothing.
+        if o["scale"] != 1 and "AOSHIM_MIN_BYTES" not in env and not any(
+                k == "AOSHIM_MIN_BYTES" for k, _ in o["env"]):
+            env["AOSHIM_MIN_BYTES"] = str(max(512, -(-MIN_BYTES // o["scale"])))
     if preload:
         env["LD_PRELOAD"] = " ".join(preload)
     else:

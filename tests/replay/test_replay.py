@@ -174,6 +174,15 @@ def group_check():
         ok_clean(fig, f"{name} --check --scale 64")
         expect(fig.get("wrong") == 0 and fig.get("scale") == 64 and fig["steps"] == 2,
                f"{name} --check --scale 64 --steps 2: {fig}")
+        # At scale, aoshim's size threshold scales too (run.py): it still moves.
+        with tempfile.TemporaryDirectory() as d:
+            rep = os.path.join(d, "report.json")
+            rc, fig, _ = run(data(name), "--check", "--scale", "64", shim=True,
+                             env=[("AOSHIM_OFFLOAD_LAYERS", "all"), ("AOSHIM_REPORT", rep)])
+            ok_clean(fig, f"{name} --check --scale 64 under aoshim")
+            expect(fig.get("wrong") == 0, f"{name} --scale 64 under aoshim: wrong={fig.get('wrong')}")
+            s = json.load(open(rep))["summary"]
+            expect(s["offloaded_bytes"] > 0, f"{name} --scale 64 under aoshim: nothing offloaded")
 
 
 def group_broken():

@@ -93,7 +93,7 @@ def step4(skip):
     T.w("# " + ("skip4" if skip else "step4") + ".trace: written by make_traces.py")
     note = "4 layers, forward, backward, optimizer; two streams" + (
         "; layer 3 reads layer 0's output" if skip else "")
-    T.w(f"meta source=convert program=make_traces.py device=simgpu total={1 << 30} steps=1 "
+    T.w(f"meta source=convert program=make_traces.py device=simgpu total={80 << 30} steps=1 "
         f"note={note.replace(' ', '%20')}")
     T.w(f"pool t=0 op=attr pool=0 attr=release_threshold value={(1 << 64) - 1}")
     T.w("stream id=2 flags=1 prio=0")
