@@ -870,6 +870,7 @@ static void w_clear(inst_t *x, uint64_t a, uint64_t n)
     size_t i = w_first(x, a), j = i;
     while (j < x->nw && x->w[j].off < a + n)
         j++;
+    if (j == i) return; // nothing there (also: no words yet, w NULL)
     memmove(&x->w[i], &x->w[j], (x->nw - j) * sizeof *x->w);
     x->nw -= j - i;
 }
@@ -1240,6 +1241,12 @@ static void hbuf_plan(void)
 static void free_inst(inst_t *x, cudaStream_t s)
 {
     if (!x->live) return;
+    if (x->mapped) {
+        ck_cu(cuMemUnmap((CUdeviceptr)x->rep, x->rep_size), "cuMemUnmap");
+        ck_cu(cuMemAddressFree((CUdeviceptr)x->rep, x->rep_size), "cuMemAddressFree");
+        x->live = false;
+        return;
+    }
     switch (x->api) {
     case A_CUDA_MALLOC:
         ck_rt(cudaFree((void *)(uintptr_t)x->rep), "cudaFree");
@@ -1736,12 +1743,13 @@ static void issue(size_t i)
 }
 
 // --- the step --------------------------------------------------------------------------------
-// The setup is everything up to the last allocation made before the step
-// begins (the first layer or phase record, else the first launch, copy or
-// set) that is still alive at the first step_end: the memory alive at the
-// trace's start, made once. Step 1 runs from there to the first step_end,
-// step k from step_end k-1 to step_end k; what follows the last step_end is
-// the teardown. Replayed step i is the trace's step min(i, steps in trace).
+// The setup is everything up to the last allocation (or mapping) made
+// before the step begins (the first layer or phase record, else the first
+// launch, copy or set) that is still alive at the first step_end: the
+// memory alive at the trace's start, made once. Step 1 runs from there to
+// the first step_end, step k from step_end k-1 to step_end k; what follows
+// the last step_end is the teardown. Replayed step i is the trace's step
+// min(i, steps in trace).
 static size_t setup_end, *step_ends, nstep_ends, trace_end;
 
 static void plan_steps(void)
@@ -1764,13 +1772,17 @@ static void plan_steps(void)
     // Allocations before the step's first record, and whether each is freed
     // before the first step ends (a linear scan per candidate is enough:
     // a setup has few allocations before its first launch).
+    // A map record places setup memory as an allocation does (its end is
+    // an unmap).
     for (size_t i = 0; i < first; i++) {
-        if (recs[i].kind != K_ALLOC) continue;
+        int k = recs[i].kind;
+        if (k != K_ALLOC && k != K_MAP) continue;
+        int end = k == K_ALLOC ? K_FREE : K_UNMAP;
         bool freed = false;
         for (size_t j = i + 1; j <= e1 && j < nrecs && !freed; j++) {
             const rec_t *q = &recs[j];
-            if (q->kind == K_FREE && q->a == recs[i].a) freed = true;
-            if (q->kind == K_ALLOC && q->a == recs[i].a && j > i) break; // reused: another life
+            if (q->kind == end && q->a == recs[i].a) freed = true;
+            if (q->kind == k && q->a == recs[i].a) break; // reused: another life
         }
         if (!freed) setup_end = i + 1;
     }

@@ -147,7 +147,11 @@ def group_peak():
     want = trace_peak(data("apis"))
     expect(fig["peak_device_bytes"] == want,
            f"apis: peak_device_bytes {fig['peak_device_bytes']}, the trace's {want}")
-    skipped = [x for x in err.splitlines()
+    rc, fig3, err3 = run(data("apis"), "--steps", "3")
+    ok_clean(fig3, "apis --steps 3")
+    expect(fig3["peak_device_bytes"] == want and fig3["steps"] == 3,
+           f"apis --steps 3: {fig3}")
+    skipped = [x for x in (err + err3).splitlines()
                if x.startswith("replay: note:") and "cuMemPoolCreate" not in x]
     expect(not skipped, f"apis: the replay skipped something: {skipped}")
 
