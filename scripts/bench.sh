@@ -54,3 +54,19 @@ py=python3; [ -x .venv/bin/python ] && py=.venv/bin/python
 # three links, three budgets (the simulated GPU, no data).
 echo "== bench_plan =="
 python3 tests/bench/bench_plan.py "$dir"
+# Every step trace under tests/replay/data/ replayed on the simulated GPU (no
+# data, the trace's device size), without aoshim and with
+# AOSHIM_OFFLOAD_LAYERS=all: the replay's line for each (docs/replay.md).
+# The deliberately broken traces (uaf_*, bad_*) print the status that
+# stopped them.
+echo "== replay =="
+for t in tests/replay/data/*.trace tests/replay/data/*.trace.gz; do
+    [ -f "$t" ] || continue
+    for with in off all; do
+        shim_args=()
+        [ $with = all ] && shim_args=(--shim "$shim" AOSHIM_OFFLOAD_LAYERS=all AOSHIM_QUIET=1)
+        l=$(python3 scripts/aoshim-replay run "$t" --build "$dir" "${shim_args[@]}" 2>/dev/null |
+            tail -n 1) || true
+        echo "trace=$(basename "$t") aoshim=$with $l"
+    done
+done

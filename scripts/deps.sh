@@ -10,7 +10,7 @@
 #                                    report; without it that test is skipped
 set -euo pipefail
 
-pkgs=(meson ninja-build pkg-config gcc libcriterion-dev libunwind-dev python3)
+pkgs=(meson ninja-build pkg-config gcc libcriterion-dev libunwind-dev zlib1g-dev python3)
 for a in "$@"; do
     case "$a" in
     --with-browser) pkgs+=(chromium-headless-shell fonts-dejavu-core) ;;

@@ -179,4 +179,16 @@ pkg="$stage$libdir/aoshim/python/aoshim/__init__.py"
 [ "$st" = 0 ] && grep -qxF "package $pkg True" <<<"$out" ||
     fail "the aoshim package did not import from the install: $(last_line "$out")"
 
-echo "install-check: ok ($prefix: lib, header, aoshim.pc, aoshim-run, aoshim-report, Python)"
+# --- aoshim-replay: the dispatcher finds its package in the install -----------------
+# Beside the installed dispatcher there is no aoshim_replay/: a run that works
+# used the package installed under <datadir>/aoshim/python.
+replay_tool="$stage$bindir/aoshim-replay"
+[ -x "$replay_tool" ] || fail "$replay_tool not installed or not executable"
+[ -n "$(find "$stage" -path '*/aoshim/python/aoshim_replay/run.py')" ] ||
+    fail "aoshim_replay/run.py not installed under <datadir>/aoshim/python"
+out=$("$replay_tool" run tests/replay/data/step4.trace --build "$dir" 2>&1) ||
+    fail "aoshim-replay run step4.trace: $(last_line "$out")"
+[[ "$(last_line "$out")" == "replay status=ok steps=1 "* ]] ||
+    fail "aoshim-replay run step4.trace printed '$(last_line "$out")'"
+
+echo "install-check: ok ($prefix: lib, header, aoshim.pc, aoshim-run, aoshim-report, aoshim-replay, Python)"

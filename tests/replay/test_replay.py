@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The replay of step traces, on the hand-made traces of data/, through
+scripts/aoshim-replay run (the dispatcher, run.py and the replay program).
+
+  test_replay.py GROUP...   peak, check, broken, errors, late, data
+
+Each group is one meson test. The figures a user would check: the replay's
+peak against the trace's own sum, worked out here from the trace's text;
+races, faults and wrong bytes; the status and exit status of traces that
+cannot run; late_reloads against aoshim's own report. Environment (meson):
+AO_REPLAY_BUILD (the build directory), AO_REPLAY_TOOL (scripts/aoshim-replay),
+AO_REPLAY_DATA (data/), AO_TEST_SHIM (libaoshim.so).
+"""
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+BUILD = os.environ.get("AO_REPLAY_BUILD", "build")
+TOOL = os.environ.get("AO_REPLAY_TOOL", "scripts/aoshim-replay")
+DATA = os.environ.get("AO_REPLAY_DATA", "tests/replay/data")
+SHIM = os.environ.get("AO_TEST_SHIM", os.path.join(BUILD, "src", "libaoshim.so"))
+STEPS = ("step4", "skip4")
+failures = []
+
+
+def data(name):
+    return os.path.join(DATA, name + ".trace")
+
+
+def run(trace, *args, shim=False, env=()):
+    """(exit status, figures of the last line, stderr) of one replay."""
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("AOSHIM_", "SIM_")) and k != "LD_PRELOAD"}
+    e["AOSHIM_QUIET"] = "1"  # aoshim's summary is not what these tests read
+    cmd = [sys.executable, TOOL, "run", trace, "--build", BUILD, *args]
+    if shim:
+        cmd += ["--shim", SHIM]
+    cmd += [f"{k}={v}" for k, v in env]
+    p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=120)
+    last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+    if not last.startswith("replay status="):
+        raise AssertionError(f"{' '.join(cmd)}: no replay line last\n{p.stdout}\n{p.stderr}")
+    fig = {}
+    for w in last.split()[1:]:
+        k, v = w.split("=", 1)
+        fig[k] = int(v) if v.isdigit() else v
+    print(f"  {os.path.basename(trace)} {' '.join(args)}{' (aoshim)' if shim else ''}: {last}")
+    return p.returncode, fig, p.stderr
+
+
+def expect(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"  FAIL: {what}")
+
+
+def open_trace(path):
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rt") if gz else open(path)
+
+
+def trace_peak(path):
+    """The most the trace had allocated at once: its alloc and free records."""
+    live, cur, peak = {}, 0, 0
+    with open_trace(path) as f:
+        for text in f:
+            w = text.split()
+            if not w or w[0] not in ("alloc", "free"):
+                continue
+            kv = dict(x.split("=", 1) for x in w[1:])
+            if w[0] == "alloc":
+                live[kv["addr"]] = int(kv["size"])
+                cur += int(kv["size"])
+                peak = max(peak, cur)
+            else:
+                cur -= live.pop(kv["addr"])
+    return peak
+
+
+def step_durations(path):
+    """The dur= of every launch between the first phase record and step_end."""
+    total, inside = 0, False
+    with open(path) as f:
+        for text in f:
+            if text.startswith("phase "):
+                inside = True
+            if text.startswith("layer ") and "op=step_end" in text:
+                break
+            m = re.search(r" dur=(\d+)", text)
+            if inside and text.startswith("launch ") and m:
+                total += int(m.group(1))
+    return total
+
+
+def ok_clean(fig, what):
+    expect(fig.get("status") == "ok", f"{what}: status {fig.get('status')}")
+    expect(fig.get("races") == 0, f"{what}: races {fig.get('races')}")
+    expect(fig.get("faults") == 0, f"{what}: faults {fig.get('faults')}")
+
+
+# --- the groups ------------------------------------------------------------------------------
+def group_peak():
+    """Without aoshim: the trace's own peak, exactly; a step that lasts its
+    durations; a gzip trace as the plain one; --steps makes the setup once."""
+    for name in STEPS:
+        path = data(name)
+        rc, fig, _ = run(path)
+        ok_clean(fig, name)
+        expect(rc == 0, f"{name}: exit {rc}")
+        want = trace_peak(path)
+        expect(fig["peak_device_bytes"] == want,
+               f"{name}: peak_device_bytes {fig['peak_device_bytes']}, the trace's {want}")
+        expect(fig["peak_in_use_bytes"] >= want,
+               f"{name}: peak_in_use_bytes {fig['peak_in_use_bytes']} below the allocated {want}")
+        expect(0 < fig["fwd_in_use_bytes"] <= fig["peak_in_use_bytes"],
+               f"{name}: fwd_in_use_bytes {fig['fwd_in_use_bytes']}")
+        expect(fig["late_reloads"] == 0, f"{name}: late_reloads {fig['late_reloads']} without aoshim")
+        # One compute stream: the step lasts at least its kernels' durations
+        # (the kernels without dur= add the replay's model on top).
+        durs = step_durations(path)
+        expect(durs <= fig["step_ns"] <= durs * 1.2,
+               f"{name}: step_ns {fig['step_ns']}, its launches' dur= add up to {durs}")
+        with tempfile.TemporaryDirectory() as d:
+            gz = os.path.join(d, name + ".trace.gz")
+            with open(path, "rb") as f, gzip.open(gz, "wb") as g:
+                shutil.copyfileobj(f, g)
+            _, zfig, _ = run(gz)
+            expect(zfig == fig, f"{name}: the gzip trace gives {zfig}, the plain one {fig}")
+        rc, fig3, _ = run(path, "--steps", "3")
+        ok_clean(fig3, f"{name} --steps 3")
+        expect(fig3["steps"] == 3, f"{name} --steps 3: steps={fig3['steps']}")
+        expect(fig3["peak_device_bytes"] == want,
+               f"{name} --steps 3: peak_device_bytes {fig3['peak_device_bytes']}, want {want}")
+
+
+    # Every entry point (apis.trace): cudaMalloc, cuMemAlloc, cuMemCreate
+    # counted by its size, the pools, pageable and synchronous copies.
+    rc, fig, err = run(data("apis"))
+    ok_clean(fig, "apis")
+    want = trace_peak(data("apis"))
+    expect(fig["peak_device_bytes"] == want,
+           f"apis: peak_device_bytes {fig['peak_device_bytes']}, the trace's {want}")
+    rc, fig3, err3 = run(data("apis"), "--steps", "3")
+    ok_clean(fig3, "apis --steps 3")
+    expect(fig3["peak_device_bytes"] == want and fig3["steps"] == 3,
+           f"apis --steps 3: {fig3}")
+    skipped = [x for x in (err + err3).splitlines()
+               if x.startswith("replay: note:") and "cuMemPoolCreate" not in x]
+    expect(not skipped, f"apis: the replay skipped something: {skipped}")
+
+
+def group_check():
+    """--check: every sampled byte read back as written, without aoshim and
+    with every layer offloaded; and aoshim did offload (else the check is
+    vacuous)."""
+    for name in STEPS:
+        rc, fig, _ = run(data(name), "--check")
+        ok_clean(fig, f"{name} --check")
+        expect(fig.get("wrong") == 0, f"{name} --check: wrong={fig.get('wrong')}")
+        with tempfile.TemporaryDirectory() as d:
+            rep = os.path.join(d, "report.json")
+            rc, fig, _ = run(data(name), "--check", shim=True,
+                             env=[("AOSHIM_OFFLOAD_LAYERS", "all"), ("AOSHIM_REPORT", rep)])
+            ok_clean(fig, f"{name} --check under aoshim")
+            expect(fig.get("wrong") == 0, f"{name} --check under aoshim: wrong={fig.get('wrong')}")
+            s = json.load(open(rep))["summary"]
+            expect(s["offloaded_bytes"] > 0 and s["reloaded_bytes"] > 0,
+                   f"{name} under aoshim: offloaded {s['offloaded_bytes']}, "
+                   f"reloaded {s['reloaded_bytes']}: nothing moved")
+        rc, fig, _ = run(data(name), "--check", "--scale", "64", "--steps", "2")
+        ok_clean(fig, f"{name} --check --scale 64")
+        expect(fig.get("wrong") == 0 and fig.get("scale") == 64 and fig["steps"] == 2,
+               f"{name} --check --scale 64 --steps 2: {fig}")
+        # At scale, aoshim's size threshold scales too (run.py): it still moves.
+        with tempfile.TemporaryDirectory() as d:
+            rep = os.path.join(d, "report.json")
+            rc, fig, _ = run(data(name), "--check", "--scale", "64", shim=True,
+                             env=[("AOSHIM_OFFLOAD_LAYERS", "all"), ("AOSHIM_REPORT", rep)])
+            ok_clean(fig, f"{name} --check --scale 64 under aoshim")
+            expect(fig.get("wrong") == 0, f"{name} --scale 64 under aoshim: wrong={fig.get('wrong')}")
+            s = json.load(open(rep))["summary"]
+            expect(s["offloaded_bytes"] > 0, f"{name} --scale 64 under aoshim: nothing offloaded")
+
+
+def group_broken():
+    """A kernel that reads memory its allocation freed: the simulator faults
+    (with aoshim too, AOSHIM_CHECK=1; without it, a race); once the memory
+    is someone else's, only --check sees it."""
+    rc, fig, err = run(data("uaf_fault"))
+    expect(rc == 86 and fig["status"] == "fault" and fig["faults"] >= 1,
+           f"uaf_fault: exit {rc}, {fig}")
+    expect("read_after_free" in err, "uaf_fault: the fault does not name the kernel")
+    rc, fig, _ = run(data("uaf_fault"), shim=True,
+                     env=[("AOSHIM_CHECK", "1"), ("AOSHIM_OFFLOAD_LAYERS", "all")])
+    expect(rc == 86 and fig["status"] == "fault" and fig["faults"] >= 1,
+           f"uaf_fault under aoshim (AOSHIM_CHECK=1): exit {rc}, {fig}")
+    # Without AOSHIM_CHECK aoshim keeps the freed memory mapped (the read
+    # works), but the read is still not ordered before its unmap: a race.
+    rc, fig, _ = run(data("uaf_fault"), "--check", shim=True,
+                     env=[("AOSHIM_OFFLOAD_LAYERS", "all")])
+    expect(fig["faults"] + fig["races"] + fig.get("wrong", 0) > 0,
+           f"uaf_fault under aoshim: not caught (exit {rc}, {fig})")
+    rc, fig, err = run(data("uaf_reuse"), "--check")
+    expect(rc == 0 and fig["status"] == "ok" and fig["wrong"] > 0,
+           f"uaf_reuse --check: wrong={fig.get('wrong')} (a stale read must be wrong)")
+    expect(fig["faults"] == 0 and fig["races"] == 0, f"uaf_reuse: {fig}")
+    expect("read_after_free" in err, "uaf_reuse: the wrong bytes do not name the kernel")
+
+
+def group_errors():
+    """Traces that cannot run: the line says why, exit status 2."""
+    with tempfile.TemporaryDirectory() as d:
+        def write(name, text):
+            p = os.path.join(d, name)
+            with open(p, "w") as f:
+                f.write(text)
+            return p
+
+        cases = [
+            (data("bad_header"), "bad_header"),
+            (write("empty.trace", ""), "bad_header"),
+            (write("v2.trace", "aoshim-trace 2\nend t=0\n"), "bad_version"),
+            (write("nosize.trace", "aoshim-trace 1\nalloc t=0 api=cudaMalloc addr=0x1000\n"),
+             "bad_trace"),
+            (write("badapi.trace", "aoshim-trace 1\nalloc t=0 api=malloc size=1 addr=0x1000\n"),
+             "bad_trace"),
+            (os.path.join(d, "missing.trace"), "no_trace"),
+        ]
+        for path, status in cases:
+            rc, fig, err = run(path)
+            expect(rc == 2 and fig["status"] == status,
+                   f"{os.path.basename(path)}: exit {rc}, status {fig['status']}, want {status}")
+            expect("error:" in err, f"{os.path.basename(path)}: no error line on stderr")
+        # A minor version and what it adds (unknown kinds and fields) replay.
+        p = write("v1.3.trace", "aoshim-trace 1.3\nfuture_kind a=1\nstream id=2 flags=1 prio=0 "
+                  "colour=blue\nalloc t=0 api=cudaMallocAsync s=2 size=1048576 addr=0x1000\n"
+                  "free t=1 api=cudaFreeAsync s=2 addr=0x1000\n")
+        rc, fig, _ = run(p)
+        expect(rc == 0 and fig["status"] == "ok" and fig["peak_device_bytes"] == 1048576,
+               f"v1.3.trace: exit {rc}, {fig}")
+
+
+def group_late():
+    """late_reloads is aoshim's report's summary.late_reloads: the long skip
+    of skip4 reloads layer 0 outside the schedule; step4 has none."""
+    for name, late in (("skip4", True), ("step4", False)):
+        with tempfile.TemporaryDirectory() as d:
+            rep = os.path.join(d, "report.json")
+            rc, fig, err = run(data(name), shim=True,
+                               env=[("AOSHIM_OFFLOAD_LAYERS", "all"), ("AOSHIM_REPORT", rep)])
+            ok_clean(fig, f"{name} under aoshim")
+            s = json.load(open(rep))["summary"]
+            expect(fig["late_reloads"] == s["late_reloads"],
+                   f"{name}: late_reloads={fig['late_reloads']}, the report's {s['late_reloads']}")
+            expect((fig["late_reloads"] > 0) == late, f"{name}: late_reloads={fig['late_reloads']}")
+            if late:
+                expect("ampere_bf16_s16816gemm_bf16_64x64_nn" in err,
+                       f"{name}: the late-reload warning does not name the trace's kernel")
+        # The run.py's own temporary report, when none is given.
+        rc, fig2, _ = run(data(name), shim=True, env=[("AOSHIM_OFFLOAD_LAYERS", "all")])
+        expect(fig2["late_reloads"] == fig["late_reloads"],
+               f"{name}: late_reloads {fig2['late_reloads']} through run.py's report, "
+               f"{fig['late_reloads']} through the given one")
+
+
+def group_data():
+    """Every trace of data/ but the deliberately broken ones (uaf_*, bad_*):
+    --check with and without aoshim (AOSHIM_OFFLOAD_LAYERS=all), ok, no
+    wrong byte, no race, no fault. A trace of more than 512 MiB is checked
+    at a --scale that brings it under (the real steps are tens of GiB)."""
+    names = sorted(n for n in os.listdir(DATA)
+                   if n.endswith((".trace", ".trace.gz")) and not n.startswith(("uaf_", "bad_")))
+    expect(names, "no trace in data/")
+    for n in names:
+        path = os.path.join(DATA, n)
+        scale = max(1, -(-trace_peak(path) // (512 << 20)))
+        args = ["--check"] + (["--scale", str(scale)] if scale > 1 else [])
+        for shim in (False, True):
+            env = [("AOSHIM_OFFLOAD_LAYERS", "all")] if shim else []
+            rc, fig, _ = run(path, *args, shim=shim, env=env)
+            what = f"{n} {' '.join(args)}{' under aoshim' if shim else ''}"
+            ok_clean(fig, what)
+            expect(rc == 0 and fig.get("wrong") == 0, f"{what}: exit {rc}, wrong={fig.get('wrong')}")
+
+
+GROUPS = {n[6:]: f for n, f in globals().items() if n.startswith("group_")}
+
+
+def main(argv):
+    names = argv or list(GROUPS)
+    for n in names:
+        if n not in GROUPS:
+            print(f"test_replay: unknown group '{n}' (accepted: {', '.join(GROUPS)})")
+            return 2
+        print(f"== {n}: {GROUPS[n].__doc__.split(chr(10))[0]}")
+        GROUPS[n]()
+    print(f"test_replay: {len(failures)} failure{'s' if len(failures) != 1 else ''}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
