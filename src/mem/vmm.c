@@ -59,8 +59,13 @@ CUresult ao_vmm_init(void)
     size_t free_b = 0, total = 0;
     r = ao_real.cuMemGetInfo_v2(&free_b, &total);
     if (r != CUDA_SUCCESS) return r;
+    // A small device still gets a range of 64 granules; and a loop that
+    // tried no size has reserved nothing (a device under 32 MiB once left
+    // the range empty, and nothing was tracked, without a word).
     size_t want = ao_vmm_round(total * 4);
+    if (want < ao_vmm.granule * 64) want = ao_vmm.granule * 64;
     CUdeviceptr base = 0;
+    r = CUDA_ERROR_OUT_OF_MEMORY;
     for (; want >= ao_vmm.granule * 64; want = ao_vmm_round(want / 2)) {
         r = ao_real.cuMemAddressReserve(&base, want, 0, 0, 0);
         ao_stat_add(AO_STAT_ADDRESS_RESERVE_CALLS, 1);
