@@ -108,12 +108,24 @@ __attribute__((constructor)) static void ao_init(void)
     ao_real_runtime_init();
 }
 
+// Whether the driver has already shut down (see log.h): its exit handler ran
+// before this destructor. Asked once, of a call that changes nothing.
+static bool driver_torn_down(void)
+{
+    CUcontext c = NULL;
+    return ao_real.cuCtxGetCurrent && ao_cuda_gone_at_exit(ao_real.cuCtxGetCurrent(&c));
+}
+
 __attribute__((destructor)) static void ao_fini(void)
 {
     // A forked child never writes its parent's report; a process that never
     // used CUDA (a launcher, a compiler) writes nothing.
     if (forked_child || !ao_cuda_touched) return;
-    ao_engine_flush();
+    ao_exit_begin();
+    // With the driver gone nothing can be waited for or queried: the events
+    // still pending are left, and the report goes without their intervals
+    // (every query would fail, and each failure used to print a warning).
+    if (!driver_torn_down()) ao_engine_flush();
     ao_report_all(!ao_config.quiet);
     // After the report, which describes the run and not its clean-up.
     ao_engine_shutdown();

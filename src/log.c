@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "log.h"
 
+#include <cuda.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -140,4 +141,26 @@ void ao_warn_once(int *flag, const char *fmt, ...)
     va_start(ap, fmt);
     vlog_fd(2, AO_LOG_WARN, fmt, ap);
     va_end(ap);
+}
+
+// --- process exit ---------------------------------------------------------------
+static atomic_bool exiting;
+
+void ao_exit_begin(void)
+{
+    atomic_store_explicit(&exiting, true, memory_order_relaxed);
+}
+
+bool ao_exiting(void)
+{
+    return atomic_load_explicit(&exiting, memory_order_relaxed);
+}
+
+bool ao_cuda_gone_at_exit(int cuda_rc)
+{
+    if (cuda_rc == CUDA_ERROR_DEINITIALIZED) {
+        ao_exit_begin();
+        return true;
+    }
+    return cuda_rc == CUDA_ERROR_NOT_INITIALIZED && ao_exiting();
 }

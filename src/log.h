@@ -33,6 +33,25 @@ void ao_warn_once(int *flag, const char *fmt, ...) __attribute__((format(printf,
 // Write a whole preformatted line (adds nothing).
 void ao_write_line(int fd, const char *buf, size_t len);
 
+// --- process exit ---------------------------------------------------------------
+// The real driver shuts itself down while the process exits, before the
+// destructors of the libraries loaded ahead of it (this one among them run
+// after its exit handler), and every call then answers
+// CUDA_ERROR_DEINITIALIZED. A warning about that is noise a user should not
+// see (an H200 showed one at the exit of 8 runs in 10): aoshim says nothing
+// about its own calls failing so.
+//
+// Exit has begun: aoshim's destructor has started, or the driver said it is
+// shutting down.
+void ao_exit_begin(void);
+bool ao_exiting(void);
+// True for a CUDA error that only says the driver is gone because the process
+// is exiting: CUDA_ERROR_DEINITIALIZED (the driver answers it only while it
+// shuts down, so it marks the exit as begun too), or CUDA_ERROR_NOT_INITIALIZED
+// once the exit has begun (earlier it is a real error). A call site skips its
+// warning then: `if (!ao_cuda_gone_at_exit(r)) WARN_ONCE(...)`.
+bool ao_cuda_gone_at_exit(int cuda_rc);
+
 // The length of the valid UTF-8 sequence at s (at most n bytes): 1 to 4, or
 // 0 for a byte that does not start one (overlong forms, surrogates and code
 // points past U+10FFFF are not valid, as strict JSON readers hold).

@@ -16,8 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef AO_HAVE_LIBUNWIND
+#define AO_HAVE_LIBUNWIND 1
+#endif
+#if AO_HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
+#endif
 
 #include "log.h"
 #include "report.h"
@@ -272,6 +277,21 @@ static AO_TLS void *tls_pc[AO_SITE_DEPTH + 2];
 static bool unwinder(void)
 {
     return true;
+}
+#elif !AO_HAVE_LIBUNWIND
+// Built without libunwind's headers (meson said so): no call sites. Said
+// once at run time too, since the one who runs a build is often not the one
+// who made it. Callers hold the engine's lock.
+static int (*unw_backtrace_fn)(void **, int);
+static bool unwinder(void)
+{
+    static int once;
+    if (!once)
+        ao_log(AO_LOG_INFO, "call sites are off: this library was built without libunwind's "
+                            "headers, so the report lists no allocation call sites "
+                            "(AOSHIM_STACKS=0 silences this)");
+    once = 1;
+    return false;
 }
 #else
 // libunwind, opened once with RTLD_LOCAL (see src/meson.build for why it is

@@ -9,7 +9,7 @@
 // and never "wrong": a different checksum, a fault on unmapped memory
 // (exit 86), a race, a crash, or a hang (60 s). Two workloads: train_step
 // (3 steps, one thread) and stress_threads (a training loop against three
-// other threads). The matrix is printed; the README carries it.
+// other threads). The matrix is printed; docs/testing.md carries it.
 //
 // Also wrong: something left behind at exit (the simulator's live_handles,
 // live_mappings, live_pinned_bytes differ from those of the same program run

@@ -2,6 +2,7 @@
 // AOSHIM_* parsing: each parser's accepted forms, and the one-line errors.
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -360,6 +361,32 @@ Test(log, one_line_per_message)
     cr_expect_eq(n, AO_LOG_LINE, "the long line is %zu bytes", n);
     cr_expect(strncmp(second, "aoshim: ccc", 11) == 0);
     cr_expect(n > 4 && strcmp(second + n - 4, "...\n") == 0, "ends '%s'", second + n - 8);
+}
+
+// A driver shutting down at exit is no news: CUDA_ERROR_DEINITIALIZED (the
+// driver answers it only then) and, once the exit has begun,
+// CUDA_ERROR_NOT_INITIALIZED; any other error is one to warn about.
+Test(log, cuda_gone_only_at_exit)
+{
+    cr_expect_not(ao_exiting());
+    cr_expect_not(ao_cuda_gone_at_exit(CUDA_ERROR_NOT_INITIALIZED),
+                  "before exit, an uninitialised driver is a real error");
+    cr_expect_not(ao_cuda_gone_at_exit(CUDA_ERROR_LAUNCH_FAILED));
+    cr_expect_not(ao_cuda_gone_at_exit(CUDA_SUCCESS));
+    cr_expect(ao_cuda_gone_at_exit(CUDA_ERROR_DEINITIALIZED));
+    cr_expect(ao_exiting(), "the driver's teardown says the exit has begun");
+    cr_expect(ao_cuda_gone_at_exit(CUDA_ERROR_NOT_INITIALIZED));
+    cr_expect_not(ao_cuda_gone_at_exit(CUDA_ERROR_LAUNCH_FAILED), "a real failure, even at exit");
+    cr_expect_not(ao_cuda_gone_at_exit(CUDA_ERROR_INVALID_CONTEXT));
+}
+
+Test(log, exit_begun_by_the_destructor)
+{
+    ao_exit_begin();
+    cr_expect(ao_exiting());
+    cr_expect(ao_cuda_gone_at_exit(CUDA_ERROR_NOT_INITIALIZED));
+    cr_expect(ao_cuda_gone_at_exit(CUDA_ERROR_DEINITIALIZED));
+    cr_expect_not(ao_cuda_gone_at_exit(CUDA_ERROR_OUT_OF_MEMORY));
 }
 
 Test(log, escape_keeps_characters_whole)

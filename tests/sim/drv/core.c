@@ -5,6 +5,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +36,19 @@ void sim_unlock(void)
     pthread_mutex_unlock(&sim_mu);
 }
 
+// SIM_DEINIT_AT_EXIT: set by the exit handler cuInit registers. Atomic, not
+// under the lock: exit() from one thread while another holds the lock must
+// not hang in the handler.
+static atomic_bool sim_torn_down;
+
 CUresult sim_enter(void)
 {
     sim_lock();
     if (!sim_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (atomic_load_explicit(&sim_torn_down, memory_order_relaxed)) {
+        sim_st.deinit_refused++;
+        return CUDA_ERROR_DEINITIALIZED;
+    }
     sim_host_advance(sim_cfg.api_ns);
     return CUDA_SUCCESS;
 }
@@ -206,6 +216,7 @@ static void cfg_load(void)
     c.nodata = cfg_bool("SIM_NODATA");
     c.quiet = cfg_bool("SIM_QUIET");
     c.race_fatal = cfg_bool("SIM_RACE_FATAL");
+    c.deinit_at_exit = cfg_bool("SIM_DEINIT_AT_EXIT");
     c.api_ns = 100;
     c.launch_ns = 2500;
     c.mem_create_ns = 190000; // per 2 MiB granule
@@ -235,10 +246,14 @@ void sim_exit_line(void)
     if (!sim_cfg.quiet) {
         uint64_t handles, mappings, pinned;
         sim_mem_live(&handles, &mappings, &pinned);
+        char deinit[48] = ""; // only when asked for: other lines end as they always did
+        if (sim_cfg.deinit_at_exit)
+            snprintf(deinit, sizeof deinit, " deinit_refused=%llu",
+                     (unsigned long long)sim_st.deinit_refused);
         sim_log("peak_device_bytes=%llu current_device_bytes=%llu races=%llu faults=%llu "
                 "elapsed_ns=%llu busy_compute_ns=%llu busy_d2h_ns=%llu busy_h2d_ns=%llu "
                 "launches=%llu pin_calls=%llu mem_create=%llu address_reserve=%llu "
-                "set_access=%llu live_handles=%llu live_mappings=%llu live_pinned_bytes=%llu",
+                "set_access=%llu live_handles=%llu live_mappings=%llu live_pinned_bytes=%llu%s",
                 (unsigned long long)sim_mem_peak_bytes(),
                 (unsigned long long)sim_mem_current_bytes(), (unsigned long long)sim_st.races,
                 (unsigned long long)sim_st.faults, (unsigned long long)elapsed_now(),
@@ -247,7 +262,7 @@ void sim_exit_line(void)
                 (unsigned long long)sim_st.pin_calls, (unsigned long long)sim_st.mem_create_calls,
                 (unsigned long long)sim_st.address_reserve_calls,
                 (unsigned long long)sim_st.set_access_calls, (unsigned long long)handles,
-                (unsigned long long)mappings, (unsigned long long)pinned);
+                (unsigned long long)mappings, (unsigned long long)pinned, deinit);
     }
     // After the exit line, and even with SIM_QUIET=1: a test that asked for
     // failures always learns which fired (SIM_QUIET silences the statistics,
@@ -271,6 +286,23 @@ __attribute__((destructor)) static void sim_at_exit(void)
     if (locked) sim_unlock();
 }
 
+// --- teardown at exit ---------------------------------------------------------------------
+// SIM_DEINIT_AT_EXIT=1: the driver tears itself down once the process starts
+// to exit, as the real one does. Its handler is registered at the first
+// cuInit, so it runs during exit() before the handlers registered earlier
+// and before any library's destructor; from then on every call that needs
+// an initialised driver answers CUDA_ERROR_DEINITIALIZED (the runtime maps
+// it to cudaErrorCudartUnloading). On an H200 under PyTorch, aoshim's event
+// queries at exit got exactly that. Calls valid before cuInit
+// (cuDriverGetVersion, cuGetProcAddress, the error names) still answer. The exit line counts
+// the refused calls (deinit_refused), so a test knows that something really
+// called the driver after its teardown; what was still held then shows in
+// its live_* counts, as the real driver reclaims it with the context.
+static void sim_teardown(void)
+{
+    atomic_store(&sim_torn_down, true);
+}
+
 // --- init and version -------------------------------------------------------------------
 SIM_EXPORT CUresult cuInit(unsigned int flags)
 {
@@ -285,6 +317,7 @@ SIM_EXPORT CUresult cuInit(unsigned int flags)
         sim_initialized = true;
         sim_init_pid = getpid();
         sim_st.capacity_bytes = sim_cfg.capacity;
+        if (sim_cfg.deinit_at_exit) atexit(sim_teardown);
     }
     sim_host_advance(sim_cfg.api_ns);
     sim_unlock();

@@ -37,6 +37,7 @@
 typedef struct sim_config_s {
     uint64_t capacity;
     bool nodata, quiet, race_fatal;
+    bool deinit_at_exit; // SIM_DEINIT_AT_EXIT: calls after exit began answer DEINITIALIZED
     const char *profile_name;
     double d2h_gbps, h2d_gbps;         // pinned
     double pageable_gbps;              // pageable copies, either direction

@@ -101,6 +101,8 @@ typedef struct sim_stats_s {
     uint64_t live_pinned_bytes;    // cuMemHostAlloc/AllocHost not freed + cuMemHostRegister
                                    // not unregistered (page-rounded allocations)
     uint64_t injected;             // failures injected by SIM_FAIL (a counter)
+    uint64_t deinit_refused;       // calls answered CUDA_ERROR_DEINITIALIZED after the
+                                   // teardown at exit (SIM_DEINIT_AT_EXIT)
 } sim_stats_t;
 
 // --- driver level (libcuda.so.1) ---

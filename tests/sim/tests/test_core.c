@@ -618,6 +618,64 @@ Test(core, exit_line_at_normal_exit)
     cr_assert_null(strstr(buf, "simgpu: "), "SIM_QUIET=1 prints nothing: %s", buf);
 }
 
+// SIM_DEINIT_AT_EXIT: the driver's exit handler, registered at the first
+// cuInit, runs before the handlers registered earlier (and before the
+// destructors of libraries loaded earlier). A handler from before cuInit
+// finds every call refused with CUDA_ERROR_DEINITIALIZED, save those valid
+// before cuInit; one from after finds the driver up. Unset, the driver stays
+// up to the end.
+static void probe(const char *when)
+{
+    CUcontext c;
+    int v;
+    CUresult r = cuCtxGetCurrent(&c), rv = cuDriverGetVersion(&v);
+    dprintf(2, "%s ctx=%d version=%d\n", when, (int)r, (int)rv);
+}
+static void registered_before_init(void)
+{
+    probe("before");
+}
+static void registered_after_init(void)
+{
+    probe("after");
+}
+static void deinit_child(bool deinit)
+{
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd);
+    setenv("SIM_QUIET", "0", 1);
+    if (deinit) setenv("SIM_DEINIT_AT_EXIT", "1", 1);
+    atexit(registered_before_init);
+    CUcontext c;
+    cuInit(0);
+    atexit(registered_after_init);
+    cuDevicePrimaryCtxRetain(&c, 0);
+    cuCtxSetCurrent(c);
+    exit(0);
+}
+static void deinit_on(void)
+{
+    deinit_child(true);
+}
+static void deinit_off(void)
+{
+    deinit_child(false);
+}
+
+Test(core, deinit_at_exit)
+{
+    char buf[4096];
+    cr_assert_eq(run_child_capture(deinit_on, buf, sizeof buf), 0, "got: %s", buf);
+    const char *after = strstr(buf, "after ctx=0 version=0\n");
+    const char *before = strstr(buf, "before ctx=4 version=0\n"); // CUDA_ERROR_DEINITIALIZED
+    cr_assert(after && before && after < before, "got: %s", buf);
+    cr_assert(strstr(buf, " deinit_refused=1\n"), "got: %s", buf);
+    cr_assert_eq(run_child_capture(deinit_off, buf, sizeof buf), 0, "got: %s", buf);
+    cr_assert(strstr(buf, "after ctx=0 version=0\n"), "got: %s", buf);
+    cr_assert(strstr(buf, "before ctx=0 version=0\n"), "unset, the driver stays up: %s", buf);
+    cr_assert_null(strstr(buf, "deinit_refused="), "the key only when asked for: %s", buf);
+}
+
 // --- profiles: link bandwidth -----------------------------------------------------------------
 // 1 GiB device-to-host on a pinned buffer: 2^30 / 50e9 s = 21.47 ms on the
 // h100 profile (GB = 1e9 bytes), within 1% with the copy latency.
