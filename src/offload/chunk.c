@@ -39,7 +39,8 @@ bool ao_chunk_unmap(ao_chunk_t *c)
     CUresult r = ao_phys_unmap(c->base, c->size, &c->phys);
     if (r != CUDA_SUCCESS) r = ao_phys_unmap(c->base, c->size, &c->phys); // may have been passing
     if (r != CUDA_SUCCESS) {
-        WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): the memory stays mapped", (int)r);
+        if (!ao_cuda_gone_at_exit(r))
+            WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): the memory stays mapped", (int)r);
         return false;
     }
     c->mapped = false;
@@ -139,7 +140,9 @@ static bool idle_unmap_for(size_t need, size_t fit)
         CUresult r = ao_phys_unmap(i->base, i->size, &i->phys);
         if (r != CUDA_SUCCESS) r = ao_phys_unmap(i->base, i->size, &i->phys);
         if (r != CUDA_SUCCESS) { // still a good mapping: it stays in the cache (exit retries)
-            WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): idle memory stays mapped", (int)r);
+            if (!ao_cuda_gone_at_exit(r))
+                WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): idle memory stays mapped",
+                          (int)r);
             break;
         }
         *best = i->next;

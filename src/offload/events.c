@@ -33,23 +33,29 @@ void ao_event_put(CUevent e, bool timing)
 // the host waits for s instead and NULL is returned: NULL always means
 // "complete", and is never a guess (treating a missing event as complete
 // released memory that kernels still used).
-static void record_failed(CUstream s)
+// Errors that say the driver is shutting down at exit are not the user's
+// concern (log.h: ao_cuda_gone_at_exit): no warning for them.
+static void record_failed(CUstream s, CUresult r)
 {
-    WARN_ONCE("recording a CUDA event failed: the host waits for the stream instead");
+    if (!ao_cuda_gone_at_exit(r))
+        WARN_ONCE("recording a CUDA event failed (CUDA error %d): the host waits for the stream "
+                  "instead",
+                  (int)r);
     ao_real.cuStreamSynchronize(s);
 }
 
 CUevent ao_ev_record(CUstream s, bool timing)
 {
     CUevent e = ao_event_get(timing);
-    if (e && ao_real.cuEventRecord(e, s) == CUDA_SUCCESS) return e;
+    CUresult r = CUDA_ERROR_INVALID_HANDLE; // no event to record: none could be created
+    if (e && (r = ao_real.cuEventRecord(e, s)) == CUDA_SUCCESS) return e;
     // Once more (the failure may have been passing): an event other threads
     // can wait on orders their streams on the GPU; a host wait orders only
     // this thread's later work (the simulator's race checker showed a reload
     // not ordered before another thread's copy).
-    if (e && ao_real.cuEventRecord(e, s) == CUDA_SUCCESS) return e;
+    if (e && (r = ao_real.cuEventRecord(e, s)) == CUDA_SUCCESS) return e;
     ao_event_put(e, timing);
-    record_failed(s);
+    record_failed(s, r);
     return NULL;
 }
 
@@ -57,16 +63,19 @@ CUevent ao_ev_record(CUstream s, bool timing)
 // the same stream covers the earlier one); on failure, as record().
 void ao_ev_rerecord(CUevent e, CUstream s)
 {
-    if (ao_real.cuEventRecord(e, s) != CUDA_SUCCESS && ao_real.cuEventRecord(e, s) != CUDA_SUCCESS)
-        record_failed(s);
+    CUresult r = ao_real.cuEventRecord(e, s);
+    if (r != CUDA_SUCCESS && (r = ao_real.cuEventRecord(e, s)) != CUDA_SUCCESS) record_failed(s, r);
 }
 
 // Stream s waits on the GPU for e; if the driver refuses, the host waits for
 // e before anything more is enqueued on s.
 void ao_gpu_wait(CUstream s, CUevent e)
 {
-    if (!e || ao_real.cuStreamWaitEvent(s, e, 0) == CUDA_SUCCESS) return;
-    WARN_ONCE("cuStreamWaitEvent failed: the host waits for the event instead");
+    CUresult r;
+    if (!e || (r = ao_real.cuStreamWaitEvent(s, e, 0)) == CUDA_SUCCESS) return;
+    if (!ao_cuda_gone_at_exit(r))
+        WARN_ONCE("cuStreamWaitEvent failed (CUDA error %d): the host waits for the event instead",
+                  (int)r);
     ao_real.cuEventSynchronize(e);
 }
 
@@ -80,7 +89,9 @@ bool ao_ev_done(CUevent e)
     CUresult r = ao_real.cuEventQuery(e);
     if (r == CUDA_SUCCESS) return true;
     if (r == CUDA_ERROR_NOT_READY) return false;
-    WARN_ONCE("cuEventQuery failed (CUDA error %d): the host waits for the event instead", (int)r);
+    if (!ao_cuda_gone_at_exit(r))
+        WARN_ONCE("cuEventQuery failed (CUDA error %d): the host waits for the event instead",
+                  (int)r);
     ao_real.cuEventSynchronize(e);
     return true;
 }
