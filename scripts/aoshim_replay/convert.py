@@ -1172,7 +1172,8 @@ def _chunks(op, ptrs):
     (a bounded number of tensors per launch), and below the format's line length."""
     all_ptrs = ptrs(op)
     if op.name.startswith("aten::_foreach_") and op.lists:
-        per = _MTA_MAX_TENSORS.get(min(op.lists, 5), 30)
+        depth = op.lists + (1 if op.outs else 0)  # an out-of-place op writes a list of its own
+        per = _MTA_MAX_TENSORS.get(min(depth, 5), 30)
         ntens = max(len(op.ins) // max(op.lists, 1), 1)
         if ntens > per:
             out = []
