@@ -612,15 +612,63 @@ def join(step, hist):
     elif len(births) != len(allocs):
         first_fail = (f"after {n}: the trace has {len(births)} new storages, the history "
                       f"{len(allocs)} allocations")
-    sm = difflib.SequenceMatcher(None, [_round512(b.size) for b in births],
-                                 [_round512(a["size"]) for a in allocs], autojunk=False)
     matched = 0
-    for i, j, size in sm.get_matching_blocks():
-        for k in range(size):
-            births[i + k].hist = hist.allocs[j + k]
-            matched += 1
+    for i, j in _align([_round512(b.size) for b in births], [_round512(a["size"]) for a in allocs]):
+        births[i].hist = hist.allocs[j]
+        matched += 1
     return {"storages": len(births), "allocs": len(allocs), "prefix": prefix,
             "first_fail": first_fail, "matched": matched}
+
+
+_ALIGN_BOTH = 32
+
+
+def _align(a, b, window=512, confirm=4):
+    """Pairs (i, j) with a[i] == b[j], in order: where the two part, the nearest
+    resumption (within window) at which the next `confirm` elements agree too.
+    Linear in the length: the runs made the same calls, so they part only for
+    a while (an allocation one of them does not show)."""
+    out, i, j, n, m = [], 0, 0, len(a), len(b)
+
+    def agree(x, y):
+        k = 0
+        while k < confirm and x + k < n and y + k < m:
+            if a[x + k] != b[y + k]:
+                return False
+            k += 1
+        return True
+
+    while i < n and j < m:
+        if a[i] == b[j]:
+            out.append((i, j))
+            i += 1
+            j += 1
+            continue
+        best = None
+        for d in range(1, window):
+            # skip d of b (allocations the trace does not show), or d of a, or some
+            # of both (near ones only: a search over both is quadratic)
+            skips = [(0, d), (d, 0)]
+            if d <= 2 * _ALIGN_BOTH:
+                skips += [(dx, d - dx) for dx in range(1, d) if dx <= _ALIGN_BOTH and d - dx <= _ALIGN_BOTH]
+            for dx, dy in skips:
+                x, y = i + dx, j + dy
+                if x < n and y < m and a[x] == b[y] and agree(x, y):
+                    best = (x, y)
+                    break
+            if best:
+                break
+        if best is None:
+            i += 1
+            j += 1
+        else:
+            x, y = best
+            if x > i and y > j:  # what both skipped may still pair up, one here and there
+                sm = difflib.SequenceMatcher(None, a[i:x], b[j:y], autojunk=False)
+                out += [(i + p + k, j + q + k) for p, q, size in sm.get_matching_blocks()
+                        for k in range(size)]
+            i, j = x, y
+    return out
 
 
 def join_pre(step, hist):
@@ -808,8 +856,14 @@ def backward_layers(step, spans, bwd_start):
 
 # --- the profiler trace: kernel durations per op --------------------------------------------
 def profile_durations(step, prof):
-    """Match the step's launching ops to the profile's ops that launched kernels, by
-    order and name; returns ({op id: (dur ns, grid, block)}, matched, kernels)."""
+    """Match the step's working ops to the profile's ops that did device work, by
+    order and name. Returns ({op id: (dur ns or None, grid, block, [memset bytes])},
+    ops matched, our ops, the profile's ops, kernels).
+
+    A zero fill the profile shows as a kernel (PyTorch's fill_ on CUDA is one)
+    becomes a launch; the memsets an op issued itself (cuBLAS and reductions
+    clear their semaphores) come with it.
+    """
     ev = prof["traceEvents"]
     ops = {}
     for e in ev:
@@ -820,27 +874,35 @@ def profile_durations(step, prof):
     per = {}
     nk = 0
     for e in ev:
-        if e.get("ph") != "X" or e.get("cat") != "kernel":
+        if e.get("ph") != "X" or e.get("cat") not in ("kernel", "gpu_memset"):
             continue
         x = (e.get("args") or {}).get("External id")
         op = ops.get(x)
         if op is None:
             continue
-        nk += 1
-        d = per.setdefault(x, [op, 0.0, None, None])
-        d[1] += float(e.get("dur", 0))
-        if d[2] is None:
-            d[2] = e["args"].get("grid")
-            d[3] = e["args"].get("block")
-    seq = sorted(per.values(), key=lambda d: (d[0].get("ts", 0), d[0].get("tid", 0)))
-    mine = [op for op in _work_ops(step) if op.kind == "launch"]
-    sm = difflib.SequenceMatcher(None, [o.name for o in mine], [d[0].get("name") for d in seq],
-                                 autojunk=False)
+        d = per.setdefault(x, [op, 0.0, None, None, [], 0, float(e.get("ts", 0))])
+        d[6] = min(d[6], float(e.get("ts", 0)))
+        if e["cat"] == "kernel":
+            nk += 1
+            d[5] += 1
+            d[1] += float(e.get("dur", 0))
+            if d[2] is None:
+                d[2] = e["args"].get("grid")
+                d[3] = e["args"].get("block")
+        else:
+            d[4].append(int(e["args"].get("bytes", 0)))
+    # In the order the device ran them (one stream: the order they were issued;
+    # an op's own kernel after its children's, as in the step's timeline).
+    seq = sorted(per.values(), key=lambda d: d[6])
+    mine = [op for op in _work_ops(step) if op.kind in ("launch", "memset")]
+    names = {}
     got = {}
-    for i, j, size in sm.get_matching_blocks():
-        for k in range(size):
-            d = seq[j + k]
-            got[mine[i + k].id] = (int(round(d[1] * 1000)), d[2], d[3])
+    for i, j in _align([names.setdefault(o.name, len(names)) for o in mine],
+                       [names.setdefault(d[0].get("name"), len(names)) for d in seq]):
+        d, op = seq[j], mine[i]
+        if op.kind == "memset" and d[5]:
+            op.kind = "launch"
+        got[op.id] = (int(round(d[1] * 1000)) if d[5] else None, d[2], d[3], d[4])
     return got, len(mine), len(seq), nk
 
 
@@ -935,8 +997,9 @@ def convert(et_path, hist_path=None, prof_path=None, out_path=None, say=_say):
     if prof is not None:
         durs, nmine, nprof, nk = profile_durations(step, prof)
         report["profile"] = {"launches": nmine, "matched": len(durs), "profile_ops": nprof}
-        say(f"profile: {len(durs)} of {nmine} launching ops matched one of the profile's {nprof} "
-            f"ops with kernels ({nk} kernels) by order and name")
+        nset = sum(len(d[3]) for d in durs.values())
+        say(f"profile: {len(durs)} of {nmine} working ops matched one of the profile's {nprof} "
+            f"ops with device work ({nk} kernels, {nset} memsets) by order and name")
 
     w = Writer()
     _emit(step, hist, w, spans, bl, bwd, opt, durs, et_path, hist_path, prof_path, prof, report)
@@ -1087,7 +1150,13 @@ def _emit(step, hist, w, spans, bl, bwd, opt, durs, et_path, hist_path, prof_pat
         if k is None:
             k = kernels[op.name] = len(kernels) + 1
             w.rec("kernel", id=k, name=_enc(op.name))
-        dur, grid, block = durs.get(op.id, (None, None, None))
+        dur, grid, block, sets = durs.get(op.id, (None, None, None, ()))
+        for n in sets:
+            dst = scratch(op, n)
+            if dst is None:
+                report["memsets_dropped"] = report.get("memsets_dropped", 0) + 1
+            else:
+                w.rec("memset", s=0, dst=hex(dst), n=n, value=0, tid=tid)
         grid = ",".join(map(str, grid)) if grid else "1,1,1"
         block = ",".join(map(str, block)) if block else "128,1,1"
         chunks = _chunks(op, ptrs)
@@ -1096,12 +1165,34 @@ def _emit(step, hist, w, spans, bl, bwd, opt, durs, et_path, hist_path, prof_pat
             w.rec("launch", k=k, s=0, grid=grid, block=block, dur=d, ptr=",".join(c) or None, tid=tid)
             launches += 1
 
+    scratch_live = {}  # allocations the execution trace does not show: addr -> (size, top op)
+    workspaces = []  # allocations from before the step that no storage joined
+    if hist is not None:
+        joined = {b.hist[1] for b in step.buffers if isinstance(b.hist, tuple)}
+        workspaces = sorted((blk for k, blk in enumerate(hist.pre) if k not in joined),
+                            key=lambda blk: -blk["size"])
+    cur_top = [None]
+
+    def scratch(op, n):
+        """Where a memset the profile shows inside op went: the newest allocation
+        made within op's top-level op that the execution trace does not show (a
+        reduction's or cuDNN's scratch), else a workspace from before the step, one
+        per thread (cuBLAS keeps one per handle, and each thread has its handle)."""
+        for a in reversed(scratch_live):
+            size, top = scratch_live[a]
+            if top == op.top and size >= n:
+                return a
+        fits = [blk for blk in workspaces if blk["size"] >= n]
+        return fits[(op.thread or 0) % len(fits)]["addr"] if fits else None
+
     def flush(pos):
         for order_, kind, x in placed.pop(pos, ()):
             if kind == "alloc":
                 w.alloc(x["addr"], x["size"], x["s"])
+                scratch_live[x["addr"]] = (x["size"], cur_top[0])
             elif kind == "free":
                 w.free(x["addr"], x["s"])
+                scratch_live.pop(x["addr"], None)
         for b in pending_free.pop(pos, ()):
             w.free(b.addr, 0)
 
@@ -1110,6 +1201,7 @@ def _emit(step, hist, w, spans, bl, bwd, opt, durs, et_path, hist_path, prof_pat
         if kind == "enter" and x.parent is None or (kind == "enter" and x.parent.name in
                                                     (_THREAD_NODE, _PROCESS_NODE)):
             i = x.top
+            cur_top[0] = i
             w.where = f"{x.name} (top-level op {i})"
             for L in bw_ends.pop(i, ()):
                 w.rec("layer", op="backward_end", layer=L)
@@ -1214,6 +1306,11 @@ def _place_history(step, hist, placed, stream):
     for pos, (kind, x) in enumerate(step.events):
         if kind == "birth" and isinstance(x.hist, int):
             birth_pos[x.hist] = pos
+    # next_work[p]: the first launch at or after p (a scratch allocation is made
+    # for the kernel that follows it)
+    next_work = [len(step.events)] * (len(step.events) + 1)
+    for pos in range(len(step.events) - 1, -1, -1):
+        next_work[pos] = pos if step.events[pos][0] == "work" else next_work[pos + 1]
     buf_of = {b.hist: b for b in step.buffers if isinstance(b.hist, int)}
     pre_buf = {hist.pre[b.hist[1]]["addr"]: b for b in step.buffers if isinstance(b.hist, tuple)}
     live = {}  # addr -> (history index of its alloc or None for pre-existing, buffer)
@@ -1249,7 +1346,7 @@ def _place_history(step, hist, placed, stream):
             if b is not None:
                 p = max(p, b.last)
             if got is not None and got[0] is not None and got[0] not in birth_pos:
-                p = max(p, where[got[0]])
+                p = max(p, min(next_work[where[got[0]] + 1], len(step.events) - 1))
             entry = _put(placed, p, k, "free", {"addr": a, "s": s})
             last_free[a] = (p, k, entry, b)
 
