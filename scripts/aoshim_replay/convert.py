@@ -705,6 +705,10 @@ def _source_class(path, func, lines, search_dirs):
     """The class whose method `func` holds `lines` in the source at path (or a file of
     the same name in search_dirs), or None."""
     cands = [path] + [os.path.join(d, os.path.basename(path)) for d in search_dirs]
+    # A library's file as this machine has it (its lines may differ: then no class).
+    m = re.search(r"[/\\](?:site|dist)-packages[/\\](.+)$", path)
+    if m:
+        cands += [os.path.join(d, m.group(1)) for d in sys.path if d]
     for p in cands:
         try:
             with open(p, encoding="utf-8") as f:
@@ -720,6 +724,10 @@ def _source_class(path, func, lines, search_dirs):
                     return node.name
         return None
     return None
+
+
+_WRAPPERS = {"__call__", "_call_impl", "_wrapped_call_impl", "wrapper", "wrapped", "inner",
+             "decorate_context", "_fn", "forward_call", "new_forward"}
 
 
 def layers_from_frames(step, hist, fwd_end, search_dirs):
@@ -769,7 +777,9 @@ def layers_from_frames(step, hist, fwd_end, search_dirs):
     for n, i in enumerate(inv):
         last = firsts[n + 1] - 1 if n + 1 < len(inv) else max(t for _, t in i)
         spans.append((firsts[n], max(last, firsts[n])))
-    caller = path[-1]
+    # The loop is in the nearest caller that is not a call wrapper (a decorator's
+    # wrapper, transformers' GradientCheckpointingLayer.__call__).
+    caller = next((f for f in reversed(path) if f[1] not in _WRAPPERS), path[-1])
     cls = _source_class(callee[0], callee[1], sorted({ln for i in inv for ln, _ in i}), search_dirs)
     ccls = _source_class(caller[0], caller[1], [caller[2]], search_dirs)
     what = f"{cls}" if cls else f"{callee[1]} ({os.path.basename(callee[0])})"

@@ -201,6 +201,29 @@ def test_committed_gpt_trace_is_current(gpt):
         "tests/replay/data/gpt24-b1.trace is stale: remake it as tests/replay/data/README.md says"
 
 
+def test_gpt_layers_through_a_call_wrapper(tmp_path):
+    """The block called through a wrapper, as transformers' GradientCheckpointingLayer
+    does (its __call__ between the loop and the block's forward): still the block,
+    called from the loop's function."""
+    snap = pickle.loads(gzip.decompress(GPT_HIST.read_bytes()))
+    wrapper = {"name": "__call__", "line": 94,
+               "filename": "/opt/venv/lib/python3.12/site-packages/transformers/modeling_layers.py"}
+    n = 0
+    for e in snap["device_traces"][0]:
+        fr = e.get("frames") or []
+        for k, f in enumerate(fr):
+            if f["name"] == "forward" and f["line"] == 47 and f["filename"].endswith("capture.py"):
+                fr.insert(k, dict(wrapper))
+                n += 1
+                break
+    assert n > 600
+    p = tmp_path / "wrapped.pickle"
+    p.write_bytes(pickle.dumps(snap))
+    rc, lines, _, _ = convert(tmp_path, "--et", GPT_ET, "--alloc-history", p)
+    assert rc == 0
+    assert line(lines, "layers") == "aoshim-replay: layers: 24 x Block from GPT.forward (frames)"
+
+
 # --- the GPT from its execution trace alone ---------------------------------------------------
 def test_gpt_without_history(gpt_et_only):
     rc, lines, recs, _ = gpt_et_only
