@@ -1023,7 +1023,10 @@ def convert(et_path, hist_path=None, prof_path=None, out_path=None, say=_say):
     if out_path:
         with open(out_path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", filename="", mtime=0) as g:
             g.write(data)
-        say(f"wrote {out_path}: {len(w.lines)} records, {report['launches']} launches")
+        dropped = report.get("memsets_dropped")
+        say(f"wrote {out_path}: {len(w.lines)} records, {report['launches']} launches"
+            + (f"; {dropped} of the profile's memsets had no allocation to go to and were left out"
+               if dropped else ""))
     return report, data
 
 
