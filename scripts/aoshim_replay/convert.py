@@ -234,7 +234,7 @@ def _tensors(vals, shapes, strides, flags, out):
 class Op:
     __slots__ = ("id", "name", "kids", "parent", "schema", "attrs", "ins", "outs", "lists",
                  "top", "thread", "subrefs", "work", "wdesc", "dwrites", "writes", "kind",
-                 "pos", "layer", "scalars", "adopt")
+                 "pos", "scalars", "adopt")
 
     def __init__(self, n):
         self.id = n["id"]
@@ -248,7 +248,7 @@ class Op:
         self.kind = None  # "launch", "memset", "copy"
         self.dwrites = set()
         self.writes = set()
-        self.top = self.thread = self.layer = None
+        self.top = self.thread = None
         self.scalars = []
         self.adopt = set()
         inp, outp = n.get("inputs") or {}, n.get("outputs") or {}
@@ -304,7 +304,7 @@ class Buffer:
     """One life of one storage: from the op that created it (or the step's start)
     to its last reference."""
     __slots__ = ("idx", "sid", "birth", "pre", "extent", "last", "first", "addr", "size", "hist",
-                 "dead_after", "refs")
+                 "dead_after")
 
     def __init__(self, idx, sid, birth, pre):
         self.idx, self.sid, self.birth, self.pre = idx, sid, birth, pre
@@ -313,7 +313,6 @@ class Buffer:
         self.addr = self.size = None
         self.hist = None
         self.dead_after = None
-        self.refs = 0
 
 
 class Step:
@@ -403,7 +402,6 @@ class Step:
                 b.first = len(ev)
             t.buf = b
             b.extent = max(b.extent, t.start() + t.span())
-            b.refs += 1
 
         def visit(op):
             op.pos = len(ev)
