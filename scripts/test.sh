@@ -10,9 +10,9 @@ bash scripts/build.sh
 meson test -C build --print-errorlogs --num-processes "$(nproc)"
 bash scripts/install-check.sh
 
-echo "== Python suite (PyTorch under the shim) ==" >&2
+echo "== Python suite (PyTorch under the shim; aoshim-replay convert on real steps) ==" >&2
 if bash scripts/pyenv.sh; then
-    .venv/bin/python -m pytest -q -n "$(nproc)" -p no:cacheprovider tests/python
+    .venv/bin/python -m pytest -q -n "$(nproc)" -p no:cacheprovider tests/python tests/replay
 fi
 
 echo "== sanitizer pass (ASan + UBSan) ==" >&2
