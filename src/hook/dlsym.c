@@ -11,7 +11,7 @@
 // that no compiler setting can turn it into a call: the real dlsym sees the
 // original caller. Only real handles, whose answer does not depend on the
 // caller, reach C. Where there is no such trampoline (not x86-64), dlsym is
-// not interposed and those lookups bypass aoshim (the README says so).
+// not interposed and those lookups bypass aoshim (docs/safety-net.md says so).
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <string.h>
