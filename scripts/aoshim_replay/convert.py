@@ -1222,10 +1222,13 @@ def _emit(step, hist, w, spans, bl, bwd, opt, durs, et_path, hist_path, prof_pat
                 w.set_phase("backward")
             else:
                 w.set_phase("forward")
+            # s=0: the stream the block's work runs on, passed as aoshim's
+            # PyTorch bootstrap passes it (torch.cuda.current_stream()
+            # .cuda_stream, 0 on the default stream) from each thread.
             if i in begins:
-                w.rec("layer", op="begin", layer=begins[i])
+                w.rec("layer", op="begin", layer=begins[i], s=0)
             if i in bw_begins:
-                w.rec("layer", op="backward_begin", layer=bw_begins[i])
+                w.rec("layer", op="backward_begin", layer=bw_begins[i], s=0)
         elif kind == "birth":
             b = x
             if hist is None:
@@ -1237,6 +1240,10 @@ def _emit(step, hist, w, spans, bl, bwd, opt, durs, et_path, hist_path, prof_pat
             launch(x)
         elif kind == "exit":
             if x.parent is None or x.parent.name in (_THREAD_NODE, _PROCESS_NODE):
+                # What the block freed inside itself is freed before its
+                # layer ends, as in the program (the MLP's last temporary).
+                if ends.get(x.top):
+                    flush(pos)
                 for L in ends.get(x.top, ()):
                     w.rec("layer", op="end", layer=L)
                 for L in bw_ends.pop(("after", x.top), ()):

@@ -837,6 +837,13 @@ int ao_engine_set_microbatch(int mb)
 int ao_engine_set_stream(CUstream s)
 {
     if (ao_engine_off) return AOSHIM_EDISABLED;
+    // 0 is the legacy default stream (PyTorch's current_stream().cuda_stream
+    // on the default stream), which the launch hooks name CU_STREAM_LEGACY
+    // (hook/runtime.c, stream_of): one name for one stream. Kept as NULL, a
+    // reload's safe stream was "none", and every launch on the default
+    // stream that touched a reloading layer waited again and counted as a
+    // late reload (21 per reload on the H200).
+    if (s == NULL) s = CU_STREAM_LEGACY;
     // A handle the driver does not know would be recorded on at the next
     // boundary: refuse it now. (Before the engine is up nothing is recorded
     // yet, and the driver may not even be loaded: it is taken as given.)
