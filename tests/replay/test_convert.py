@@ -14,8 +14,14 @@ import sys
 
 import pytest
 
-import tracecheck
-from aoshim_replay import convert as C
+# Standard library only: aoshim_replay from scripts/, tracecheck from here
+# (no conftest.py: tests/python has its own, and one pytest run imports
+# both under the one name).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import tracecheck  # noqa: E402
+from aoshim_replay import convert as C  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 DATA = HERE / "data"
