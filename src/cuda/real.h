@@ -273,6 +273,22 @@
     X(cuEventSynchronize, "cuEventSynchronize", 2000, 0, CUresult, (CUevent e))                    \
     X(cuEventElapsedTime_v2, "cuEventElapsedTime", 12080, 0, CUresult,                             \
       (float *ms, CUevent a, CUevent b))                                                           \
+    /* the step trace's record-only wrappers (hook/record.c) and its names */                      \
+    X(cuEventRecord_ptsz, "cuEventRecord", 2000, 2, CUresult, (CUevent e, CUstream s))             \
+    X(cuEventRecordWithFlags, "cuEventRecordWithFlags", 11010, 1, CUresult,                        \
+      (CUevent e, CUstream s, unsigned fl))                                                        \
+    X(cuEventRecordWithFlags_ptsz, "cuEventRecordWithFlags", 11010, 2, CUresult,                   \
+      (CUevent e, CUstream s, unsigned fl))                                                        \
+    X(cuStreamWaitEvent_ptsz, "cuStreamWaitEvent", 3020, 2, CUresult,                              \
+      (CUstream s, CUevent e, unsigned fl))                                                        \
+    X(cuStreamSynchronize_ptsz, "cuStreamSynchronize", 2000, 2, CUresult, (CUstream s))            \
+    X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050, 0, CUresult,                 \
+      (CUstream * s, unsigned fl, int prio))                                                       \
+    X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020, 0, CUresult,                          \
+      (CUmemoryPool p, CUmemPool_attribute a, void *v))                                            \
+    X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0, CUresult, (CUmemoryPool p, size_t keep))       \
+    X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0, CUresult,                  \
+      (CUmemoryPool * p, CUdevice d))                                                              \
     /* at exit (ao_engine_shutdown) */                                                             \
     X(cuStreamDestroy_v2, "cuStreamDestroy", 4000, 0, CUresult, (CUstream s))                      \
     X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", 7000, 0, CUresult,                 \
@@ -297,6 +313,8 @@ typedef struct ao_real_s {
     // The argument-less cuCtxSynchronize (at CUDA_VERSION 13000 the name is
     // cuCtxSynchronize_v2, which takes a context): asked for by version.
     CUresult (*cuCtxSynchronize)(void);
+    // CUDA 13's, NULL on an older driver (the step trace's wrapper of it).
+    CUresult (*cuCtxSynchronize_v2)(CUcontext c);
 } ao_real_t;
 
 extern ao_real_t ao_real;
