@@ -34,14 +34,16 @@ uint64_t ao_tr_now(void)
 }
 
 // --- per-thread buffers ---------------------------------------------------------------------
-// The owner appends without a lock and publishes its length (release); its
-// lock is taken only to hand the buffer to the writer (full, step end,
-// thread exit) and by the exit, which writes every thread's published bytes
-// (done: how far that got) while the threads may still append.
+// The owner appends without a lock and publishes its length (release). Its
+// lock is taken only to hand the buffer over (full, at the step's end, at
+// thread exit: the buffer goes to the writer, a free one comes back) and by
+// the exit, which copies out every thread's published bytes (done: how far
+// that got) while the threads may still append.
 typedef struct tbuf_s {
-    char *buf;
+    ao_trbuf_t *cur;
     size_t len; // atomic: written by the owner
     size_t done;
+    uint64_t handed_ns; // when the owner last handed a buffer over (or made this one)
     uint32_t tid;
     pthread_mutex_t mu;
     struct tbuf_s *next, **prevp;
@@ -53,39 +55,54 @@ static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
 static tbuf_t *bufs;
 static uint32_t next_tid;
 
-static void hand_over(tbuf_t *b, bool sync)
+// At exit, for any thread: a copy of what it published and no one took.
+static void copy_out(tbuf_t *b)
 {
     pthread_mutex_lock(&b->mu);
     size_t len = __atomic_load_n(&b->len, __ATOMIC_ACQUIRE);
-    if (len > b->done) ao_trw_put(b->buf + b->done, len - b->done, sync);
-    b->done = len;
+    ao_trbuf_t *c = len > b->done ? ao_trw_get() : NULL;
+    if (c) {
+        memcpy(c->data, b->cur->data + b->done, len - b->done);
+        c->len = len - b->done;
+        c->tid = b->tid;
+        ao_trw_queue(c);
+        b->done = len;
+    }
     pthread_mutex_unlock(&b->mu);
 }
 
-// The owner only: its records go, its buffer starts again.
-static void flush_own(tbuf_t *b, bool sync)
+// The owner only: its buffer goes to the writer, a free one takes its
+// place. With no memory for one, the records are written from here.
+static void hand_over(tbuf_t *b)
 {
     pthread_mutex_lock(&b->mu);
-    size_t len = __atomic_load_n(&b->len, __ATOMIC_RELAXED);
-    if (len > b->done) ao_trw_put(b->buf + b->done, len - b->done, sync);
+    ao_trbuf_t *full = b->cur, *next = ao_trw_get();
+    full->start = b->done;
+    full->len = __atomic_load_n(&b->len, __ATOMIC_RELAXED);
+    full->tid = b->tid;
+    ao_trw_queue(full);
+    b->handed_ns = ao_tr_now();
+    if (next) b->cur = next; // else ao_trw_queue wrote it: the same buffer again
     b->done = 0;
     __atomic_store_n(&b->len, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&b->mu);
 }
 
-// A thread ends: its records go, its buffer is freed. Not in a forked child,
-// whose locks may have been held by a thread of the parent at the fork.
+// A thread ends: its records go, its buffer with them. Not in a forked
+// child, whose locks may have been held by a thread of the parent.
 static void thread_exit(void *arg)
 {
     tbuf_t *b = arg;
     if (!b || forked) return;
     pthread_mutex_lock(&list_mu);
-    flush_own(b, false);
     *b->prevp = b->next;
     if (b->next) b->next->prevp = b->prevp;
     pthread_mutex_unlock(&list_mu);
+    b->cur->start = b->done;
+    b->cur->len = __atomic_load_n(&b->len, __ATOMIC_RELAXED);
+    b->cur->tid = b->tid;
+    ao_trw_queue(b->cur);
     if (tls_buf == b) tls_buf = NULL;
-    free(b->buf);
     free(b);
 }
 
@@ -93,15 +110,16 @@ static void thread_exit(void *arg)
 static tbuf_t *tbuf_new(void)
 {
     tbuf_t *b = calloc(1, sizeof *b);
-    char *buf = b ? malloc(AO_TR_BUF) : NULL;
-    if (!buf) {
+    ao_trbuf_t *cur = b ? ao_trw_get() : NULL;
+    if (!cur) {
         free(b);
         static int once;
         ao_warn_once(&once, "AOSHIM_RECORD: no memory for a thread's buffer: that thread's "
                             "calls are not recorded");
         return NULL;
     }
-    b->buf = buf;
+    b->cur = cur;
+    b->handed_ns = ao_tr_now();
     pthread_mutex_init(&b->mu, NULL);
     pthread_mutex_lock(&list_mu);
     b->tid = next_tid++;
@@ -115,32 +133,33 @@ static tbuf_t *tbuf_new(void)
     return b;
 }
 
-// Room for need bytes (at most AO_TR_BUF / 2) in this thread's buffer, and
-// the record's start ("<kind> t=<now>[ tid=N]"): the cursor, or NULL.
-static char *rec_begin(const char *kind, size_t klen, size_t need)
+// Room for a record of size bytes (with its words; at most AO_TR_BUF / 2)
+// in this thread's buffer, its kind and time filled in: the record, or NULL.
+static ao_trrec_t *rec_begin(int kind, size_t size)
 {
     tbuf_t *b = tls_buf;
     if (!b && !(b = tbuf_new())) return NULL;
     size_t len = __atomic_load_n(&b->len, __ATOMIC_RELAXED);
-    if (len + need + 64 > AO_TR_BUF) {
-        flush_own(b, true);
+    if (len + size > AO_TR_BUF) {
+        hand_over(b);
         len = 0;
     }
-    char *p = ao_tr_put(b->buf + len, kind, klen);
-    p = AO_TR_PUTS(p, " t=");
-    p = ao_tr_u64(p, ao_tr_now());
-    if (b->tid) {
-        p = AO_TR_PUTS(p, " tid=");
-        p = ao_tr_u64(p, b->tid);
-    }
-    return p;
+    ao_trrec_t *r = (ao_trrec_t *)(b->cur->data + len);
+    r->size = (uint32_t)size;
+    r->kind = (uint8_t)kind;
+    r->flags = 0;
+    r->n = 0;
+    r->t = ao_tr_now();
+    return r;
 }
-#define REC_BEGIN(kind, need) rec_begin(kind, sizeof(kind) - 1, (need))
+#define REC_BEGIN(kind) rec_begin(kind, sizeof(ao_trrec_t))
 
-static void rec_end(char *p)
+// Published: the exit may now copy it out.
+static void rec_end(ao_trrec_t *r)
 {
-    *p++ = '\n';
-    __atomic_store_n(&tls_buf->len, (size_t)(p - tls_buf->buf), __ATOMIC_RELEASE);
+    tbuf_t *b = tls_buf;
+    size_t len = (size_t)((char *)r - b->cur->data) + r->size;
+    __atomic_store_n(&b->len, len, __ATOMIC_RELEASE);
 }
 
 // --- names: streams, events, pools ------------------------------------------------------------
@@ -203,7 +222,7 @@ static bool tab_set(tslot_t *t, unsigned n, const void *k, uint32_t id)
 
 static void declare(const char *line, size_t n)
 {
-    ao_trw_put(line, n, false);
+    ao_trw_side(line, n);
 }
 
 static uint32_t stream_declare(CUstream s, bool created, unsigned flags, int prio, bool have_prio)
@@ -371,67 +390,60 @@ void ao_tr_forked(void)
     ao_trw_forked();
 }
 
-static void stream_field(char **pp, CUstream s)
-{
-    *pp = AO_TR_PUTS(*pp, " s=");
-    *pp = ao_tr_u64(*pp, stream_id(s));
-}
+// A step's records are handed over at its end once AO_TR_STEP_NS have passed
+// since the thread's last hand-over: a crash then loses at most that much
+// of the run (or one buffer, whichever is less), and short steps do not each
+// cost a hand-over and a compressor flush.
+#define AO_TR_STEP_NS 250000000ull
 
 void ao_tr_step(void)
 {
     if (!__atomic_load_n(&ao_tr_on, __ATOMIC_RELAXED)) return;
     ao_tr_timing_collect(false);
-    if (tls_buf) flush_own(tls_buf, true);
+    tbuf_t *b = tls_buf;
+    if (b && __atomic_load_n(&b->len, __ATOMIC_RELAXED) &&
+        ao_tr_now() - b->handed_ns >= AO_TR_STEP_NS)
+        hand_over(b);
 }
 
 void ao_tr_finish(void)
 {
     if (!started || forked) return;
-    bool was_on = __atomic_exchange_n(&ao_tr_on, false, __ATOMIC_ACQ_REL);
-    if (!was_on && !ao_trw_opened()) return;
+    __atomic_store_n(&ao_tr_on, false, __ATOMIC_RELEASE);
     ao_tr_timing_collect(true);
-    bool any = ao_trw_opened();
     pthread_mutex_lock(&list_mu);
-    for (tbuf_t *b = bufs; b; b = b->next) {
-        any = any || __atomic_load_n(&b->len, __ATOMIC_ACQUIRE) > b->done;
-        hand_over(b, false);
-    }
+    for (tbuf_t *b = bufs; b; b = b->next)
+        copy_out(b);
     pthread_mutex_unlock(&list_mu);
-    if (any) {
-        char line[48], *p = line;
-        p = AO_TR_PUTS(p, "end t=");
-        p = ao_tr_u64(p, ao_tr_now());
-        *p++ = '\n';
-        ao_trw_put(line, (size_t)(p - line), false);
-    }
-    ao_trw_finish();
+    char line[48], *p = line;
+    p = AO_TR_PUTS(p, "end t=");
+    p = ao_tr_u64(p, ao_tr_now());
+    *p++ = '\n';
+    ao_trw_finish(line, (size_t)(p - line));
 }
 
 // --- allocations --------------------------------------------------------------------------
+static void alloc_or_free(int kind, const char *api, uint64_t size, CUstream s, uint64_t addr)
+{
+    uint32_t sid = s ? stream_id(s) : 0;
+    ao_trrec_t *r = REC_BEGIN(kind);
+    if (!r) return;
+    r->u.alloc.api = api;
+    r->u.alloc.size = size;
+    r->u.alloc.addr = addr;
+    r->u.alloc.s = sid;
+    r->flags = s ? AO_TRF_STREAM : 0;
+    rec_end(r);
+}
+
 void ao_tr_alloc(const char *api, uint64_t size, CUstream s, uint64_t addr)
 {
-    char *p = REC_BEGIN("alloc", 160);
-    if (!p) return;
-    p = AO_TR_PUTS(p, " api=");
-    p = ao_tr_put(p, api, strlen(api));
-    p = AO_TR_PUTS(p, " size=");
-    p = ao_tr_u64(p, size);
-    p = AO_TR_PUTS(p, " addr=");
-    p = ao_tr_hex(p, addr);
-    if (s) stream_field(&p, s);
-    rec_end(p);
+    alloc_or_free(AO_TRK_ALLOC, api, size, s, addr);
 }
 
 void ao_tr_free(const char *api, uint64_t addr, CUstream s)
 {
-    char *p = REC_BEGIN("free", 128);
-    if (!p) return;
-    p = AO_TR_PUTS(p, " api=");
-    p = ao_tr_put(p, api, strlen(api));
-    p = AO_TR_PUTS(p, " addr=");
-    p = ao_tr_hex(p, addr);
-    if (s) stream_field(&p, s);
-    rec_end(p);
+    alloc_or_free(AO_TRK_FREE, api, 0, s, addr);
 }
 
 // --- copies and sets ----------------------------------------------------------------------
@@ -454,53 +466,32 @@ int ao_tr_copy_kind_rt(int kind)
 void ao_tr_copy(int kind, uint64_t dst, uint64_t src, uint64_t n, uint64_t src_n, CUstream s,
                 bool async, bool pitched)
 {
-    static const char *const kinds[] = {"h2h", "h2d", "d2h", "d2d", "default"};
-    char *p = REC_BEGIN("copy", 200);
-    if (!p) return;
-    stream_field(&p, s);
-    p = AO_TR_PUTS(p, " kind=");
-    p = ao_tr_put(p, kinds[kind], strlen(kinds[kind]));
-    // Device sides only; both for a copy whose kind the addresses decide.
-    bool dev_dst = kind == AO_TR_H2D || kind == AO_TR_D2D || kind == AO_TR_DEFAULT;
-    bool dev_src = kind == AO_TR_D2H || kind == AO_TR_D2D || kind == AO_TR_DEFAULT;
-    if (dev_dst && dst) {
-        p = AO_TR_PUTS(p, " dst=");
-        p = ao_tr_hex(p, dst);
-    }
-    if (dev_src && src) {
-        p = AO_TR_PUTS(p, " src=");
-        p = ao_tr_hex(p, src);
-    }
-    p = AO_TR_PUTS(p, " n=");
-    p = ao_tr_u64(p, n);
-    if (src_n && src_n != n) {
-        p = AO_TR_PUTS(p, " src_n=");
-        p = ao_tr_u64(p, src_n);
-    }
-    p = AO_TR_PUTS(p, " async=");
-    *p++ = async ? '1' : '0';
-    if (pitched) p = AO_TR_PUTS(p, " pitched=1");
-    rec_end(p);
+    uint32_t sid = stream_id(s);
+    ao_trrec_t *r = REC_BEGIN(AO_TRK_COPY);
+    if (!r) return;
+    r->u.copy.dst = dst;
+    r->u.copy.src = src;
+    r->u.copy.n = n;
+    r->u.copy.src_n = src_n;
+    r->u.copy.s = sid;
+    r->u.copy.kind = (uint32_t)kind;
+    r->flags = (async ? AO_TRF_ASYNC : 0) | (pitched ? AO_TRF_PITCHED : 0);
+    rec_end(r);
 }
 
 void ao_tr_memset(uint64_t dst, uint64_t n, uint32_t value, unsigned width, CUstream s,
                   bool pitched)
 {
-    char *p = REC_BEGIN("memset", 160);
-    if (!p) return;
-    stream_field(&p, s);
-    p = AO_TR_PUTS(p, " dst=");
-    p = ao_tr_hex(p, dst);
-    p = AO_TR_PUTS(p, " n=");
-    p = ao_tr_u64(p, n);
-    p = AO_TR_PUTS(p, " value=");
-    p = ao_tr_u64(p, value);
-    if (width != 1) {
-        p = AO_TR_PUTS(p, " width=");
-        p = ao_tr_u64(p, width);
-    }
-    if (pitched) p = AO_TR_PUTS(p, " pitched=1");
-    rec_end(p);
+    uint32_t sid = stream_id(s);
+    ao_trrec_t *r = REC_BEGIN(AO_TRK_MEMSET);
+    if (!r) return;
+    r->u.memset.dst = dst;
+    r->u.memset.n = n;
+    r->u.memset.value = value;
+    r->u.memset.width = width;
+    r->u.memset.s = sid;
+    r->flags = pitched ? AO_TRF_PITCHED : 0;
+    rec_end(r);
 }
 
 // --- launches -------------------------------------------------------------------------------
@@ -511,7 +502,10 @@ void ao_tr_launch_begin(ao_tr_launch_t *l, const void *fn, int kind, CUstream s)
     ao_layout_t *L = (ao_layout_t *)ao_layout_get(fn, kind);
     l->layout = L;
     if (!L) return;
-    uint32_t n = __atomic_fetch_add(&L->trace_launches, 1, __ATOMIC_RELAXED);
+    // A plain increment, not a locked one: threads launching the same kernel
+    // at once may lose a count, which only moves which launch is timed.
+    uint32_t n = __atomic_load_n(&L->trace_launches, __ATOMIC_RELAXED);
+    __atomic_store_n(&L->trace_launches, n + 1, __ATOMIC_RELAXED);
     if (n % AO_TR_SAMPLE_EVERY == 0) l->slot = ao_tr_timing_take();
 }
 
@@ -528,47 +522,23 @@ void ao_tr_launch_end(ao_tr_launch_t *l, bool ok, unsigned gx, unsigned gy, unsi
     if (!ok) return; // not launched: nothing the program's GPU will run
     ao_layout_t *L = (ao_layout_t *)l->layout;
     uint32_t nwords = L && (args || packed) ? L->nwords : 0;
-    uint32_t k = L ? kernel_id(L) : 0;
-    char *p = REC_BEGIN("launch", 200 + 20 * (size_t)nwords);
-    if (!p) return;
-    p = AO_TR_PUTS(p, " k=");
-    p = ao_tr_u64(p, k);
-    stream_field(&p, l->s);
-    p = AO_TR_PUTS(p, " grid=");
-    p = ao_tr_u64(p, gx);
-    *p++ = ',';
-    p = ao_tr_u64(p, gy);
-    *p++ = ',';
-    p = ao_tr_u64(p, gz);
-    p = AO_TR_PUTS(p, " block=");
-    p = ao_tr_u64(p, bx);
-    *p++ = ',';
-    p = ao_tr_u64(p, by);
-    *p++ = ',';
-    p = ao_tr_u64(p, bz);
-    if (shm) {
-        p = AO_TR_PUTS(p, " shm=");
-        p = ao_tr_u64(p, shm);
-    }
-    if (sample) {
-        p = AO_TR_PUTS(p, " sample=");
-        p = ao_tr_u64(p, sample);
-    }
-    // Every pointer-sized word of the parameters, raw (0 left out): a
-    // reader keeps those inside a live recorded allocation.
-    char sep = '=';
+    uint32_t k = L ? kernel_id(L) : 0, sid = stream_id(l->s);
+    ao_trrec_t *r = rec_begin(AO_TRK_LAUNCH, sizeof *r + 8 * (size_t)nwords);
+    if (!r) return;
+    r->n = (uint16_t)nwords;
+    r->u.launch.k = k;
+    r->u.launch.s = sid;
+    r->u.launch.grid[0] = gx, r->u.launch.grid[1] = gy, r->u.launch.grid[2] = gz;
+    r->u.launch.block[0] = bx, r->u.launch.block[1] = by, r->u.launch.block[2] = bz;
+    r->u.launch.shm = shm;
+    r->u.launch.sample = sample;
+    // The raw words, as the launch scan reads them (scan.h).
     for (uint32_t i = 0; i < nwords; i++) {
-        uint64_t w;
         const char *src = packed ? (const char *)packed + L->w[i].abs
                                  : (const char *)args[L->w[i].param] + L->w[i].off;
-        memcpy(&w, src, sizeof w);
-        if (!w) continue;
-        if (sep == '=') p = AO_TR_PUTS(p, " ptr");
-        *p++ = sep;
-        sep = ',';
-        p = ao_tr_hex(p, w);
+        memcpy(&r->w[i], src, sizeof r->w[i]);
     }
-    rec_end(p);
+    rec_end(r);
 }
 
 // --- streams, events, waits, synchronisation -------------------------------------------------
@@ -582,11 +552,10 @@ void ao_tr_stream_destroyed(CUstream s)
     if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return;
     uint32_t id = tab_find(streams, TAB, s);
     if (!id) return;
-    char *p = REC_BEGIN("stream_destroy", 64);
-    if (p) {
-        p = AO_TR_PUTS(p, " id=");
-        p = ao_tr_u64(p, id);
-        rec_end(p);
+    ao_trrec_t *r = REC_BEGIN(AO_TRK_STREAM_DESTROY);
+    if (r) {
+        r->u.ids.a = id;
+        rec_end(r);
     }
     pthread_mutex_lock(&decl_mu);
     tab_set(streams, TAB, s, 0);
@@ -607,113 +576,70 @@ void ao_tr_event_destroyed(CUevent e)
     pthread_mutex_unlock(&decl_mu);
 }
 
+static void event_and_stream(int kind, CUevent e, CUstream s)
+{
+    uint32_t ev = event_id(e), sid = stream_id(s);
+    ao_trrec_t *r = REC_BEGIN(kind);
+    if (!r) return;
+    r->u.ids.a = ev;
+    r->u.ids.b = sid;
+    rec_end(r);
+}
+
 void ao_tr_event_record(CUevent e, CUstream s)
 {
-    uint32_t ev = event_id(e);
-    char *p = REC_BEGIN("record", 96);
-    if (!p) return;
-    p = AO_TR_PUTS(p, " ev=");
-    p = ao_tr_u64(p, ev);
-    stream_field(&p, s);
-    rec_end(p);
+    event_and_stream(AO_TRK_RECORD, e, s);
 }
 
 void ao_tr_wait(CUstream s, CUevent e)
 {
-    uint32_t ev = event_id(e);
-    char *p = REC_BEGIN("wait", 96);
-    if (!p) return;
-    p = AO_TR_PUTS(p, " ev=");
-    p = ao_tr_u64(p, ev);
-    stream_field(&p, s);
-    rec_end(p);
+    event_and_stream(AO_TRK_WAIT, e, s);
 }
 
 void ao_tr_sync(int what, CUstream s, CUevent e)
 {
     uint32_t ev = what == AO_TR_SYNC_EVENT ? event_id(e) : 0;
-    char *p = REC_BEGIN("sync", 96);
-    if (!p) return;
-    if (what == AO_TR_SYNC_DEVICE) {
-        p = AO_TR_PUTS(p, " what=device");
-    } else if (what == AO_TR_SYNC_STREAM) {
-        p = AO_TR_PUTS(p, " what=stream");
-        stream_field(&p, s);
-    } else {
-        p = AO_TR_PUTS(p, " what=event ev=");
-        p = ao_tr_u64(p, ev);
-    }
-    rec_end(p);
+    uint32_t sid = what == AO_TR_SYNC_STREAM ? stream_id(s) : 0;
+    ao_trrec_t *r = REC_BEGIN(AO_TRK_SYNC);
+    if (!r) return;
+    r->u.ids.a = (uint32_t)what;
+    r->u.ids.b = sid;
+    r->u.ids.c = ev;
+    rec_end(r);
 }
 
 // --- memory pools -------------------------------------------------------------------------
-// cuda.h's CUmemPool_attribute, without the prefix, lower case.
-static const char *pool_attr_name(int attr, bool *u64)
-{
-    *u64 = attr >= CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
-    switch (attr) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-        return "reuse_follow_event_dependencies";
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-        return "reuse_allow_opportunistic";
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-        return "reuse_allow_internal_dependencies";
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-        return "release_threshold";
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-        return "reserved_mem_current";
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-        return "reserved_mem_high";
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
-        return "used_mem_current";
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-        return "used_mem_high";
-    default:
-        return NULL;
-    }
-}
-
 void ao_tr_pool_attr(CUmemoryPool pool, int attr, const void *value)
 {
-    bool u64;
-    const char *name = pool_attr_name(attr, &u64);
     uint32_t id = pool_id(pool);
-    char *p = REC_BEGIN("pool", 160);
-    if (!p) return;
-    p = AO_TR_PUTS(p, " op=attr pool=");
-    p = ao_tr_u64(p, id);
-    p = AO_TR_PUTS(p, " attr=");
-    if (name) {
-        p = ao_tr_put(p, name, strlen(name));
-    } else {
-        p = AO_TR_PUTS(p, "attr_");
-        p = ao_tr_u64(p, (uint64_t)attr);
-    }
+    ao_trrec_t *r = REC_BEGIN(AO_TRK_POOL_ATTR);
+    if (!r) return;
+    r->u.pool.pool = id;
+    r->u.pool.attr = attr;
+    r->u.pool.value = 0;
     if (value) {
-        p = AO_TR_PUTS(p, " value=");
+        // cuda.h: the reuse flags are ints, the thresholds and counters 64-bit.
+        bool u64 = attr >= CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+        r->flags = AO_TRF_VALUE | (u64 ? AO_TRF_U64 : 0);
         if (u64) {
-            uint64_t v;
-            memcpy(&v, value, sizeof v);
-            p = ao_tr_u64(p, v);
+            memcpy(&r->u.pool.value, value, sizeof(uint64_t));
         } else {
             int v;
             memcpy(&v, value, sizeof v);
-            p = ao_tr_i64(p, v);
+            r->u.pool.value = (uint32_t)v;
         }
     }
-    rec_end(p);
+    rec_end(r);
 }
 
 void ao_tr_pool_trim(CUmemoryPool pool, uint64_t keep)
 {
     uint32_t id = pool_id(pool);
-    char *p = REC_BEGIN("pool", 96);
-    if (!p) return;
-    p = AO_TR_PUTS(p, " op=trim pool=");
-    p = ao_tr_u64(p, id);
-    p = AO_TR_PUTS(p, " keep=");
-    p = ao_tr_u64(p, keep);
-    rec_end(p);
+    ao_trrec_t *r = REC_BEGIN(AO_TRK_POOL_TRIM);
+    if (!r) return;
+    r->u.pool.pool = id;
+    r->u.pool.value = keep;
+    rec_end(r);
 }
 
 // --- the control calls ---------------------------------------------------------------------
@@ -721,50 +647,21 @@ static int cur_mb; // the microbatch the program last named; 0 again at each ste
 
 void ao_tr_layer(int op, int arg)
 {
-    static const char *const names[] = {
-        [AO_TR_BEGIN] = "begin",
-        [AO_TR_END] = "end",
-        [AO_TR_BACKWARD_BEGIN] = "backward_begin",
-        [AO_TR_BACKWARD_END] = "backward_end",
-        [AO_TR_STEP_END] = "step_end",
-        [AO_TR_MICROBATCH] = "microbatch",
-        [AO_TR_SCHEDULE] = "schedule",
-        [AO_TR_OFFLOAD] = "offload",
-        [AO_TR_RELEASE] = "release",
-        [AO_TR_RELOAD] = "reload",
-    };
-    char *p = REC_BEGIN("layer", 128);
-    if (!p) return;
-    p = AO_TR_PUTS(p, " op=");
-    p = ao_tr_put(p, names[op], strlen(names[op]));
-    switch (op) {
-    case AO_TR_STEP_END:
-        __atomic_store_n(&cur_mb, 0, __ATOMIC_RELAXED);
-        break;
-    case AO_TR_MICROBATCH:
-        __atomic_store_n(&cur_mb, arg, __ATOMIC_RELAXED);
-        p = AO_TR_PUTS(p, " mb=");
-        p = ao_tr_i64(p, arg);
-        break;
-    case AO_TR_SCHEDULE:
-        p = AO_TR_PUTS(p, " value=");
-        p = ao_tr_i64(p, arg);
-        break;
-    default:
-        p = AO_TR_PUTS(p, " layer=");
-        p = ao_tr_i64(p, arg);
-        p = AO_TR_PUTS(p, " mb=");
-        p = ao_tr_i64(p, __atomic_load_n(&cur_mb, __ATOMIC_RELAXED));
-        break;
+    if (op == AO_TR_MICROBATCH) __atomic_store_n(&cur_mb, arg, __ATOMIC_RELAXED);
+    ao_trrec_t *r = REC_BEGIN(AO_TRK_LAYER);
+    if (r) {
+        r->u.layer.op = (uint32_t)op;
+        r->u.layer.arg = arg;
+        r->u.layer.mb = __atomic_load_n(&cur_mb, __ATOMIC_RELAXED);
+        rec_end(r);
     }
-    rec_end(p);
+    if (op == AO_TR_STEP_END) __atomic_store_n(&cur_mb, 0, __ATOMIC_RELAXED);
 }
 
 void ao_tr_keep(uint64_t addr)
 {
-    char *p = REC_BEGIN("layer", 96);
-    if (!p) return;
-    p = AO_TR_PUTS(p, " op=keep addr=");
-    p = ao_tr_hex(p, addr);
-    rec_end(p);
+    ao_trrec_t *r = REC_BEGIN(AO_TRK_KEEP);
+    if (!r) return;
+    r->u.keep.addr = addr;
+    rec_end(r);
 }

@@ -110,12 +110,12 @@ void ao_tr_timing_collect(bool wait)
             p = ao_tr_u64(p, (uint64_t)((double)ms * 1e6 + 0.5));
             *p++ = '\n';
             if (p - buf > (long)sizeof buf - 64) {
-                ao_trw_put(buf, (size_t)(p - buf), false);
+                ao_trw_side(buf, (size_t)(p - buf));
                 p = buf;
             }
         }
         __atomic_store_n(&sl->state, FREE, __ATOMIC_RELEASE);
     }
-    if (p > buf) ao_trw_put(buf, (size_t)(p - buf), false);
+    if (p > buf) ao_trw_side(buf, (size_t)(p - buf));
     pthread_mutex_unlock(&mu);
 }

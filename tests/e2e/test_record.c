@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "e2e_run.h"
@@ -562,13 +563,17 @@ Test(record, forked_children_write_nothing, .timeout = 120)
 }
 
 // A process killed mid-run (SIGKILL: no destructor) leaves a trace that
-// reads back to its last completed step: each step's end flushes it.
+// reads back through its completed steps: a step's end hands the records
+// over when a quarter second has passed since the last hand-over, and the
+// writer writes them at once. life goes on training for a second before it
+// is killed.
 static void kill_when_ready(const char *out, void *arg)
 {
     bool *sent = arg;
     const char *pid = strstr(out, "life pid=");
     if (*sent || !pid || !strstr(out, "life ready\n")) return;
     *sent = true;
+    nanosleep(&(struct timespec){1, 0}, NULL);
     kill((pid_t)atoi(pid + strlen("life pid=")), SIGKILL);
 }
 
