@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // One call of each kind the step trace records (AOSHIM_RECORD), made the
 // ways a program makes them: runtime calls, the driver's exported symbols,
-// and driver entry points from cudaGetDriverEntryPoint. For each call it
+// and driver entry points from cudaGetDriverEntryPointByVersion. For each call it
 // prints the record the trace must hold, without its t= (and tid=, sample=)
 // fields, as "expect <record>", and each declaration as "declare <record>";
 // test_record.c holds the trace to them, in order. Exit 0 when every call
@@ -124,15 +124,17 @@ int main(void)
     CK(cudaStreamSynchronize(cudaStreamPerThread));
     printf("expect sync what=stream s=1\n");
 
-    // The default pool, through the entry point the runtime hands out (the
+    // The default pool, through the entry points the runtime hands out (the
     // way libcudart's own cudaMemPoolSetAttribute reaches the driver).
     CUmemoryPool pool;
     CK(cuDeviceGetDefaultMemPool(&pool, 0));
     CUresult (*set_attr)(CUmemoryPool, CUmemPool_attribute, void *) = NULL;
     CUresult (*trim)(CUmemoryPool, size_t) = NULL;
     enum cudaDriverEntryPointQueryResult q;
-    CK(cudaGetDriverEntryPoint("cuMemPoolSetAttribute", (void **)&set_attr, cudaEnableDefault, &q));
-    CK(cudaGetDriverEntryPoint("cuMemPoolTrimTo", (void **)&trim, cudaEnableDefault, &q));
+    CK(cudaGetDriverEntryPointByVersion("cuMemPoolSetAttribute", (void **)&set_attr, 12000,
+                                        cudaEnableDefault, &q));
+    CK(cudaGetDriverEntryPointByVersion("cuMemPoolTrimTo", (void **)&trim, 12000, cudaEnableDefault,
+                                        &q));
     cuuint64_t threshold = UINT64_MAX;
     CK(set_attr(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
     printf("expect pool op=attr pool=0 attr=release_threshold value=18446744073709551615\n");

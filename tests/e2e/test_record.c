@@ -612,3 +612,85 @@ Test(record, killed_process_leaves_its_steps, .timeout = 60)
     e2e_free(&r);
     e2e_remove_dir(dir);
 }
+
+// Several threads at once (stress_threads: a training thread, two allocating
+// on their own streams, one reading offloaded buffers): each thread's
+// records in its order, the launch count the simulator's, and the
+// allocations and frees of all threads consistent once ordered by t= (as a
+// replay orders them), every allocation freed.
+typedef struct at_s {
+    uint64_t t, addr;
+    size_t line;
+    bool alloc;
+} at_t;
+
+static int by_t(const void *a, const void *b)
+{
+    const at_t *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return x->line < y->line ? -1 : x->line > y->line;
+}
+
+Test(record, threads_ordered_by_t, .timeout = 120)
+{
+    char dir[128], path[256], var[300];
+    e2e_make_dir(dir, sizeof dir, "record");
+    trace_path(path, sizeof path, dir, "threads.gz");
+    snprintf(var, sizeof var, "AOSHIM_RECORD=%s", path);
+    const char *env[] = {var, "AOSHIM_OFFLOAD_LAYERS=4", "AOSHIM_QUIET=1", "SIM_QUIET=0", NULL};
+    const char *argv[] = {e2e_path("AO_STRESS_THREADS"), NULL};
+    e2e_result_t r;
+    e2e_run(&r, true, env, argv);
+    cr_assert_eq(r.status, 0, "exit %d:\n%s\n%s", r.status, r.out, r.err);
+    cr_assert(strstr(r.out, "stress ok=1 "), "%s", r.out);
+    uint64_t launches = 0;
+    cr_assert(e2e_kv(r.err, "simgpu: ", "launches", &launches), "%s", r.err);
+    trace_t t;
+    read_trace(&t, path);
+    check_frame(&t, "1");
+    uint64_t last_t[64] = {0}, nlaunch = 0;
+    size_t nat = 0, tids = 0;
+    at_t *at = calloc(t.nline, sizeof *at);
+    char v[32];
+    for (size_t i = 0; i < t.nline; i++) {
+        const char *l = t.line[i];
+        if (!field(l, "t", v, sizeof v)) continue;
+        uint64_t tt = strtoull(v, NULL, 10),
+                 tid = field(l, "tid", v, sizeof v) ? strtoull(v, NULL, 10) : 0;
+        cr_assert_lt(tid, 64);
+        if (!last_t[tid]) tids++;
+        cr_expect_geq(tt, last_t[tid], "thread %" PRIu64 " out of order: %s", tid, l);
+        last_t[tid] = tt ? tt : 1;
+        nlaunch += is_kind(l, "launch");
+        if (is_kind(l, "alloc") || is_kind(l, "free"))
+            at[nat++] = (at_t){tt, num(l, "addr"), i, is_kind(l, "alloc")};
+    }
+    cr_expect_geq(tids, 4, "records of %zu threads", tids);
+    cr_expect_eq(nlaunch, launches, "%" PRIu64 " launch records, the simulator ran %" PRIu64,
+                 nlaunch, launches);
+    qsort(at, nat, sizeof *at, by_t);
+    size_t cap = 1024, nlive = 0, bad = 0;
+    uint64_t *live = calloc(cap, sizeof *live);
+    for (size_t i = 0; i < nat; i++) {
+        size_t k = 0;
+        while (k < nlive && live[k] != at[i].addr)
+            k++;
+        if (at[i].alloc) {
+            bad += k < nlive;
+            if (nlive == cap) live = realloc(live, (cap *= 2) * sizeof *live);
+            live[nlive++] = at[i].addr;
+        } else if (k == nlive) {
+            bad++;
+        } else {
+            live[k] = live[--nlive];
+        }
+    }
+    cr_expect_gt(nat, 100);
+    cr_expect_eq(bad, 0, "%zu allocations or frees out of place once ordered by t", bad);
+    cr_expect_eq(nlive, 0, "%zu allocations alive at the end", nlive);
+    free(live);
+    free(at);
+    free_trace(&t);
+    e2e_free(&r);
+    e2e_remove_dir(dir);
+}
