@@ -72,17 +72,24 @@ static void copy_out(tbuf_t *b)
 }
 
 // The owner only: its buffer goes to the writer, a free one takes its
-// place. With no memory for one, the records are written from here.
+// place. With no memory for another, the buffer's records are dropped (said
+// once) and it is filled again: never one buffer in two hands.
 static void hand_over(tbuf_t *b)
 {
     pthread_mutex_lock(&b->mu);
     ao_trbuf_t *full = b->cur, *next = ao_trw_get();
-    full->start = b->done;
-    full->len = __atomic_load_n(&b->len, __ATOMIC_RELAXED);
-    full->tid = b->tid;
-    ao_trw_queue(full);
+    if (next) {
+        full->start = b->done;
+        full->len = __atomic_load_n(&b->len, __ATOMIC_RELAXED);
+        full->tid = b->tid;
+        ao_trw_queue(full);
+        b->cur = next;
+    } else {
+        static int once;
+        ao_warn_once(&once, "AOSHIM_RECORD: no memory for a buffer: records were dropped, the "
+                            "step trace has a gap");
+    }
     b->handed_ns = ao_tr_now();
-    if (next) b->cur = next; // else ao_trw_queue wrote it: the same buffer again
     b->done = 0;
     __atomic_store_n(&b->len, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&b->mu);

@@ -253,8 +253,7 @@ static void write_records(const ao_trbuf_t *b, bool sync)
     write_locked(text, n, sync);
 }
 
-// --- the queue, the side lines and the writer thread (mu)
-// ------------------------------------------
+// --- the queue, the side lines and the writer thread (mu) ---------------------------------
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work = PTHREAD_COND_INITIALIZER;  // something to write, or stop
 static pthread_cond_t space = PTHREAD_COND_INITIALIZER; // a buffer back, side room, stopped
