@@ -222,7 +222,8 @@ static void open_file(void)
             &once, "AOSHIM_RECORD: no libz.so.1: the step trace %s is written uncompressed", path);
     }
     emit(header_text, header_len, Z_NO_FLUSH);
-    if (!gz) emit("meta note=uncompressed:%20no%20libz.so.1\n", 42, Z_NO_FLUSH);
+    static const char note[] = "meta note=uncompressed:%20no%20libz.so.1\n";
+    if (!gz) emit(note, sizeof note - 1, Z_NO_FLUSH);
 }
 
 // zmu held: lines to the file.

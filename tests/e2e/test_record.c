@@ -165,9 +165,8 @@ static bool is_declaration(const char *line)
 }
 
 // The header, the facts, the end; gzip when the system has a libz.
-static void check_frame(const trace_t *t, const char *enable)
+static void check_frame_z(const trace_t *t, const char *enable, bool zlib)
 {
-    gz_t z;
     cr_assert_geq(t->nline, 3);
     cr_expect_str_eq(t->line[0], "aoshim-trace 1");
     cr_expect(strncmp(t->line[1], "meta source=record ", 19) == 0, "%s", t->line[1]);
@@ -175,10 +174,20 @@ static void check_frame(const trace_t *t, const char *enable)
     cr_expect(field(t->line[1], "enable", v, sizeof v) && strcmp(v, enable) == 0, "%s", t->line[1]);
     cr_expect(is_kind(t->line[t->nline - 1], "end"), "last: %s", t->line[t->nline - 1]);
     cr_expect(!t->cut, "the trace ends early");
-    if (have_zlib(&z))
+    if (zlib)
         cr_expect(t->gzip, "libz.so.1 is here but the trace is not gzip");
     else
-        cr_expect(!t->gzip);
+        cr_expect(!t->gzip, "no libz.so.1 and yet a gzip trace");
+    size_t notes = 0;
+    for (size_t i = 0; i < t->nline; i++)
+        notes += strcmp(t->line[i], "meta note=uncompressed:%20no%20libz.so.1") == 0;
+    cr_expect_eq(notes, zlib ? 0 : 1, "%zu notes that the trace is not compressed", notes);
+}
+
+static void check_frame(const trace_t *t, const char *enable)
+{
+    gz_t z;
+    check_frame_z(t, enable, have_zlib(&z));
 }
 
 // Each `sample` names a timed launch before or after it, once; its duration
@@ -212,23 +221,40 @@ static char *trace_path(char *out, size_t size, const char *dir, const char *nam
 }
 
 // --- every kind of call --------------------------------------------------------------------
-static void paths(const char *enable)
+// nozlib: with a libz.so.1 that has no zlib in it first on the library path.
+static void paths(const char *enable, bool nozlib)
 {
-    char dir[128], path[256], var[300], en[32];
+    char dir[128], path[256], var[300], en[32], lib[600];
     e2e_make_dir(dir, sizeof dir, "record");
     trace_path(path, sizeof path, dir, "paths.gz");
     snprintf(var, sizeof var, "AOSHIM_RECORD=%s", path);
     snprintf(en, sizeof en, "AOSHIM_ENABLE=%s", enable);
-    const char *env[] = {var, en, "AOSHIM_QUIET=1", NULL};
+    const char *env[] = {var, en, "AOSHIM_QUIET=1", NULL, NULL};
+    if (nozlib) {
+        snprintf(lib, sizeof lib, "LD_LIBRARY_PATH=%s:%s", e2e_path("AO_TEST_NO_ZLIB_DIR"),
+                 e2e_path("SIM_DIR"));
+        env[3] = lib;
+    }
     const char *argv[] = {e2e_path("AO_TEST_RECORD_PATHS"), NULL};
     e2e_result_t r;
     e2e_run(&r, true, env, argv);
     cr_assert_eq(r.status, 0, "exit %d:\n%s\n%s", r.status, r.out, r.err);
     cr_assert(strstr(r.out, "record_paths ok=1\n"), "%s", r.out);
-    cr_expect_str_eq(r.err, "", "stderr:\n%s", r.err);
+    gz_t z;
+    bool zlib = !nozlib && have_zlib(&z);
+    if (zlib) {
+        cr_expect_str_eq(r.err, "", "stderr:\n%s", r.err);
+    } else {
+        char want[400];
+        snprintf(want, sizeof want,
+                 "aoshim: warning: AOSHIM_RECORD: no libz.so.1: the step trace %s is written "
+                 "uncompressed\n",
+                 path);
+        cr_expect_str_eq(r.err, want, "said once, and nothing else");
+    }
     trace_t t;
     read_trace(&t, path);
-    check_frame(&t, enable);
+    check_frame_z(&t, enable, zlib);
 
     // The declarations, each once, as the program said.
     size_t expected = 0;
@@ -270,12 +296,18 @@ static void paths(const char *enable)
 
 Test(record, every_kind_of_call, .timeout = 60)
 {
-    paths("1");
+    paths("1", false);
 }
 
 Test(record, every_kind_of_call_enable_0, .timeout = 60)
 {
-    paths("0");
+    paths("0", false);
+}
+
+// No libz.so.1 to be had: the same trace, as plain text, said once.
+Test(record, every_kind_of_call_without_zlib, .timeout = 60)
+{
+    paths("1", true);
 }
 
 // --- a training step ---------------------------------------------------------------------------
