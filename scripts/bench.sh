@@ -48,8 +48,8 @@ done
 # The Python bootstrap's start-up cost (and torch support's share of
 # `import torch`, with the project's virtual environment when it exists).
 echo "== bench_pyboot =="
-py=python3; [ -x .venv/bin/python ] && py=.venv/bin/python
-"$py" tests/bench/bench_pyboot.py "$shim" "$PWD/$py"
+py=$(command -v python3); [ -x .venv/bin/python ] && py="$PWD/.venv/bin/python"
+"$py" tests/bench/bench_pyboot.py "$shim" "$py"
 # AOSHIM_OFFLOAD_LAYERS=auto against the best static count, three models,
 # three links, three budgets (the simulated GPU, no data).
 echo "== bench_plan =="
