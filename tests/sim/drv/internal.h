@@ -270,6 +270,10 @@ CUresult sim_op_begin(sim_op_t *op, sim_stream_t *s, int engine, uint64_t cost_n
 void sim_host_wait_op(const sim_op_t *op);
 // Host waits for the whole device (cuCtxSynchronize, cuMemFree of plain memory).
 void sim_device_sync(void);
+// The clock an op enqueued on s now would carry (sim_op_begin's), without
+// enqueueing it: what a cuMemAllocAsync may reuse is decided before it is
+// known to succeed.
+void sim_stream_next_vc(const sim_stream_t *s, sim_vc_t *out);
 
 // --- happens-before checker (hb.c) ----------------------------------------------
 // Check and record an access to [addr, addr+bytes) by an op (stream agent) or
