@@ -394,6 +394,7 @@ static CUresult stream_sync(CUstream h, bool ptds)
             if (r == CUDA_SUCCESS) {
                 sim_host_wait_until(s->tail_ns);
                 sim_vc_join(&sim_thread()->vc, &s->vc);
+                sim_mem_synced();
             }
         }
     }
@@ -873,9 +874,12 @@ SIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
     SIM_FAIL_POINT(cuEventSynchronize);
     CUresult r = sim_enter();
-    if (r == CUDA_SUCCESS && (r = event_wait_check(hEvent)) == CUDA_SUCCESS && hEvent->recorded) {
-        sim_host_wait_until(hEvent->time_ns);
-        sim_vc_join(&sim_thread()->vc, &hEvent->vc);
+    if (r == CUDA_SUCCESS && (r = event_wait_check(hEvent)) == CUDA_SUCCESS) {
+        if (hEvent->recorded) {
+            sim_host_wait_until(hEvent->time_ns);
+            sim_vc_join(&sim_thread()->vc, &hEvent->vc);
+        }
+        sim_mem_synced(); // a synchronize call, even of a never-recorded event
     }
     sim_leave();
     return r;
