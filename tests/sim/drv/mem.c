@@ -1106,7 +1106,8 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute
     case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
     case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
         if (*(cuuint64_t *)value != 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
-        // To the current value, as the Programming Guide's example says.
+        // To the current value: the Programming Guide's example says so, and
+        // PyTorch's resetPeakStats quotes the driver team to the same effect.
         if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
             pool->used_high = pool->used;
         else
