@@ -719,6 +719,8 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, C
 //  - Reuse first: an allocation is served from the reserve, from free space
 //    whose free is ordered before it (same stream, an event wait, or a host
 //    synchronisation before the thread enqueues it), first fit by address.
+//    A block may span chunks whose addresses meet (the pool's address space
+//    is one range), and then keeps each of them.
 //    Fresh space in a chunk is free for anyone. The opportunistic and
 //    internal-dependency policies are recorded, not modelled (they could only
 //    reuse more), so every reuse is one the program ordered.
@@ -771,14 +773,17 @@ static bool in_pool_reserve(uint64_t a)
 }
 
 // Room for span bytes in the reserve for work whose clock is vc: a run of
-// adjacent free pieces whose frees vc covers. First fit by address.
+// adjacent free pieces whose frees vc covers, first fit by address. A run
+// may cross from one chunk into the next where their addresses meet: the
+// pool's address space is one range, its chunks the physical memory mapped
+// into it (as a pool built on reserved VA is), so only release sees chunks.
 static bool pool_find(const struct CUmemPoolHandle_st *p, uint64_t span, const sim_vc_t *vc,
                       size_t *ci, uint64_t *at)
 {
+    uint64_t run = 0, len = 0;
+    size_t run_ci = 0;
     for (size_t i = 0; i < p->nchunks; i++) {
         const pool_chunk_t *c = &p->chunks[i];
-        if (c->size - c->used < span) continue;
-        uint64_t run = 0, len = 0;
         for (size_t k = 0; k < c->nfree; k++) {
             const pool_piece_t *x = &c->free[k];
             if (!sim_vc_covers(vc, x->freed)) {
@@ -786,10 +791,13 @@ static bool pool_find(const struct CUmemPoolHandle_st *p, uint64_t span, const s
                 continue;
             }
             if (len && run + len != x->addr) len = 0;
-            if (!len) run = x->addr;
+            if (!len) {
+                run = x->addr;
+                run_ci = i;
+            }
             len += x->size;
             if (len >= span) {
-                *ci = i;
+                *ci = run_ci;
                 *at = run;
                 return true;
             }
@@ -819,6 +827,18 @@ static void chunk_take(pool_chunk_t *c, uint64_t at, uint64_t span)
     memcpy(&c->free[first], keep, nkeep * sizeof *keep);
     c->nfree = c->nfree - (k - first) + nkeep;
     c->used += span;
+}
+
+// Hand out [at, at+span) from the run pool_find found, starting in chunk ci.
+static void pool_take(struct CUmemPoolHandle_st *p, size_t ci, uint64_t at, uint64_t span)
+{
+    uint64_t end = at + span;
+    for (size_t i = ci; i < p->nchunks && p->chunks[i].addr < end; i++) {
+        pool_chunk_t *c = &p->chunks[i];
+        uint64_t lo = at > c->addr ? at : c->addr;
+        uint64_t hi = end < c->addr + c->size ? end : c->addr + c->size;
+        chunk_take(c, lo, hi - lo);
+    }
 }
 
 // Give [addr, addr+size) back to c. Neighbours merge only when the same free
@@ -930,11 +950,18 @@ void sim_mem_synced(void)
     if (p->reserved > p->release_threshold) pool_trim(p, p->release_threshold, host);
 }
 
+// A block back to the chunks it lies in (every cuMemAllocAsync block lies
+// in one chunk or in adjacent ones).
 static void pool_free_block(const rec_t *r, sim_epoch_t freed)
 {
     struct CUmemPoolHandle_st *p = &default_pool;
-    size_t i = chunk_find(p, r->addr); // every cuMemAllocAsync block lies in a chunk
-    chunk_put(&p->chunks[i], r->addr, r->size, freed);
+    uint64_t end = r->addr + r->size;
+    for (size_t i = chunk_find(p, r->addr); i < p->nchunks && p->chunks[i].addr < end; i++) {
+        pool_chunk_t *c = &p->chunks[i];
+        uint64_t lo = r->addr > c->addr ? r->addr : c->addr;
+        uint64_t hi = end < c->addr + c->size ? end : c->addr + c->size;
+        chunk_put(c, lo, hi - lo, freed);
+    }
     p->used -= r->size;
 }
 
@@ -973,7 +1000,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, struct CUmemPool
         if (!pool_grow(p, chunk, &ci)) SIM_RET(CUDA_ERROR_OUT_OF_MEMORY); // address space
         a = p->chunks[ci].addr;
     }
-    chunk_take(&p->chunks[ci], a, span);
+    pool_take(p, ci, a, span);
     p->used += span;
     if (p->used > p->used_high) p->used_high = p->used;
     rec_new(dptr, a, span, bytesize, REC_ASYNC);

@@ -312,6 +312,28 @@ Test(pool, allocation_reuses_the_reserve_first, .init = setup)
     cr_assert_eq(stats().races, 0);
 }
 
+// The pool's address space is one range: a block may span chunks whose
+// addresses meet, and keeps every chunk it lies in.
+Test(pool, allocation_spans_adjacent_chunks, .init = setup)
+{
+    threshold(UINT64_MAX);
+    CUdeviceptr a = alloc_on(s, 2 * MiB), b = alloc_on(s, 2 * MiB);
+    cr_assert_eq(b, a + 2 * MiB, "two chunks, side by side");
+    cr_assert_eq(cuMemFreeAsync(a, s), CUDA_SUCCESS);
+    cr_assert_eq(cuMemFreeAsync(b, s), CUDA_SUCCESS);
+    CUdeviceptr c = alloc_on(s, 3 * MiB);
+    cr_assert_eq(c, a, "served across both chunks");
+    cr_assert_eq(RESERVED(), 4 * MiB);
+    cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    cr_assert_eq(RESERVED(), 4 * MiB, "the block holds both chunks");
+    cr_assert_eq(cuMemFreeAsync(c, s), CUDA_SUCCESS);
+    cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    cr_assert_eq(RESERVED(), 0);
+    cr_assert_eq(USED(), 0);
+}
+
 // --- out of memory --------------------------------------------------------------------------
 Test(pool, allocation_that_does_not_fit_releases_the_reserve_first, .init = setup)
 {
