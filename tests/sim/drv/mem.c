@@ -718,12 +718,13 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, C
 //    than a driver that unmaps the free 2 MiB pages of a busy chunk.
 //  - Reuse first: an allocation is served from the reserve, from free space
 //    whose free is ordered before it (same stream, an event wait, or a host
-//    synchronisation before the thread enqueues it), first fit by address.
-//    A block may span chunks whose addresses meet (the pool's address space
-//    is one range), and then keeps each of them.
-//    Fresh space in a chunk is free for anyone. The opportunistic and
-//    internal-dependency policies are recorded, not modelled (they could only
-//    reuse more), so every reuse is one the program ordered.
+//    synchronisation before the thread enqueues it), first fit by address;
+//    fresh space in a chunk is free for anyone. A block may span chunks whose
+//    addresses meet (the pool's address space is one range; assumed, as a
+//    pool built on reserved VA allows), and then keeps each of them. The
+//    opportunistic and internal-dependency policies are recorded, not
+//    modelled (they could only reuse more), so every reuse is one the program
+//    ordered.
 //  - Release: a chunk goes back to the device only when it holds no live
 //    block and the calling host thread has seen every free in it complete
 //    (cuMemPoolTrimTo: frees "whose completion has not been observed on the
