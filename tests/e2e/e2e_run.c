@@ -152,6 +152,7 @@ void e2e_run_ex(e2e_result_t *r, bool preload, const char *const *env, const cha
 #define GET(key, field)                                                                            \
     if (e2e_kv(line, "train_step status=", key, &v)) r->field = v;
     GET("peak_device_bytes", peak)
+    GET("alloc_peak_bytes", alloc_peak)
     GET("activation_bytes_per_layer", act_per_layer)
     GET("formula_bytes_per_layer", formula)
     GET("static_bytes", static_bytes)

@@ -15,7 +15,10 @@ typedef struct e2e_result_s {
     // From the last "train_step status=..." line (zeros when absent).
     bool have_line;
     char ts_status[16], checksum[40];
-    uint64_t peak, act_per_layer, formula, static_bytes, temp_peak, step_ns, races;
+    // peak: the device's count (the simulator's peak_device_bytes, a pool's
+    // unused reserve included); alloc_peak: the program's own, the most it
+    // had allocated at once (alloc_peak_bytes).
+    uint64_t peak, alloc_peak, act_per_layer, formula, static_bytes, temp_peak, step_ns, races;
 } e2e_result_t;
 
 // Run argv[0] (a path) with argv. preload: LD_PRELOAD=$AO_TEST_SHIM. env:

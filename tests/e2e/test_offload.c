@@ -576,7 +576,7 @@ Test(e2e, default_is_auto_fits_moves_nothing, .timeout = 60)
 
 // --- auto: shapes that change, offloads that run for nothing -------------------------------
 // train_step's per-step lines ("train_step step=N seq=S peak_device_bytes=P
-// step_ns=T", the simulator's peak of that step alone) into peak[1..max];
+// step_ns=T alloc_peak_bytes=A", the simulator's peak of that step alone) into peak[1..max];
 // returns how many steps it printed.
 static int step_peaks(const e2e_result_t *r, uint64_t *peak, int max)
 {

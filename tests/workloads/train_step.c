@@ -168,13 +168,20 @@ static void die_cuda(const char *call, cudaError_t e)
 
 // Every live device allocation, so that an out-of-memory exit can give all of
 // it back (the simulator then reports current bytes 0 and a test can see the
-// workload leaked nothing even on its failure path).
+// workload leaked nothing even on its failure path). Its bytes are the
+// program's own count of what it holds: alloc_peak is the most at once (the
+// step's, set back at each step's start, and the run's). The device's count
+// (peak_device_bytes) is more: a stream-ordered pool keeps what is freed
+// until a synchronisation, so its reserve at the peak holds freed
+// temporaries too. Arithmetic over allocations (k layers of T bytes) is
+// checked against this one.
 typedef struct live_s {
     void *p;
     uint64_t n;
 } live_t;
 static live_t *live;
 static size_t nlive, caplive;
+static uint64_t live_bytes, alloc_peak, run_alloc_peak;
 
 static void live_add(void *p, uint64_t n)
 {
@@ -184,12 +191,14 @@ static void live_add(void *p, uint64_t n)
         if (!live) abort();
     }
     live[nlive++] = (live_t){p, n};
+    if ((live_bytes += n) > alloc_peak) alloc_peak = live_bytes;
 }
 
 static void live_del(void *p)
 {
     for (size_t i = nlive; i-- > 0;) {
         if (live[i].p == p) {
+            live_bytes -= live[i].n;
             live[i] = live[--nlive];
             return;
         }
@@ -217,6 +226,7 @@ static void oom_exit(const char *name, int layer, int mb, uint64_t bytes)
             (void)cudaFree(live[i].p);
     }
     nlive = 0;
+    live_bytes = 0;
     (void)cudaStreamSynchronize(stream);
     (void)cudaGetLastError(); // the failed allocation's error is not sticky
     sim_stats_t st;
@@ -711,7 +721,8 @@ static void usage_help(void)
           "                      gradients made by the backward and freed each step, Adam's\n"
           "                      states, and the optimizer's multi-tensor fp32 transient\n"
           "Before the result, one line per step: train_step step=N seq=S\n"
-          "peak_device_bytes=P step_ns=T (P: the step's own peak, setup excluded).\n"
+          "peak_device_bytes=P step_ns=T alloc_peak_bytes=A (P: the step's own peak on the\n"
+          "device, setup excluded; A: the most the program had allocated at once in it).\n"
           "Exit status: 0 ok, 1 CUDA error (status=error), 2 bad option, 3 out of device\n"
           "memory (status=oom). The last stdout line is the machine-readable result.\n",
           stdout);
@@ -1096,6 +1107,7 @@ int main(int argc, char **argv)
     // held at the step's start; the run's is the most of all of them.
     sim_stats_t st;
     uint64_t step_ns = 0, run_peak = stat_peak(&st);
+    run_alloc_peak = alloc_peak;
     for (cur_step = 0; cur_step < cfg.steps; cur_step++) {
         if (cur_step + 1 == cfg.seq_step) {
             cur_seq = cfg.seq_to;
@@ -1105,14 +1117,17 @@ int main(int argc, char **argv)
         int e = simrtResetPeak();
         if (e != 0) die_cuda("simrtResetPeak", (cudaError_t)e);
         stat_peak(&st);
+        alloc_peak = live_bytes;
         uint64_t t0 = st.elapsed_ns;
         run_step();
         CK(cudaStreamSynchronize(stream));
         uint64_t step_peak = stat_peak(&st);
         step_ns = st.elapsed_ns - t0;
         if (step_peak > run_peak) run_peak = step_peak;
-        printf("train_step step=%d seq=%d peak_device_bytes=%" PRIu64 " step_ns=%" PRIu64 "\n",
-               cur_step + 1, cur_seq, step_peak, step_ns);
+        if (alloc_peak > run_alloc_peak) run_alloc_peak = alloc_peak;
+        printf("train_step step=%d seq=%d peak_device_bytes=%" PRIu64 " step_ns=%" PRIu64
+               " alloc_peak_bytes=%" PRIu64 "\n",
+               cur_step + 1, cur_seq, step_peak, step_ns, alloc_peak);
     }
     cur_step = cfg.steps - 1;
 
@@ -1141,6 +1156,7 @@ int main(int argc, char **argv)
     CK(cudaStreamSynchronize(stream));
     uint64_t peak = stat_peak(&st);
     if (run_peak > peak) peak = run_peak;
+    if (alloc_peak > run_alloc_peak) run_alloc_peak = alloc_peak;
     CK(cudaStreamDestroy(stream));
 
     uint64_t act = 0;
@@ -1168,9 +1184,10 @@ int main(int argc, char **argv)
            " launches in the run; races %" PRIu64 "\n",
            (double)step_ns / 1e6, st.launches, st.races);
     printf("train_step status=ok checksum=%s peak_device_bytes=%" PRIu64
-           " activation_bytes_per_layer=%" PRIu64 " formula_bytes_per_layer=%" PRIu64
-           " static_bytes=%" PRIu64 " temp_bytes_peak=%" PRIu64 " step_ns=%" PRIu64
-           " races=%" PRIu64 "\n",
-           checksum, peak, act, formula, static_bytes, temp_peak, step_ns, st.races);
+           " alloc_peak_bytes=%" PRIu64 " activation_bytes_per_layer=%" PRIu64
+           " formula_bytes_per_layer=%" PRIu64 " static_bytes=%" PRIu64 " temp_bytes_peak=%" PRIu64
+           " step_ns=%" PRIu64 " races=%" PRIu64 "\n",
+           checksum, peak, run_alloc_peak, act, formula, static_bytes, temp_peak, step_ns,
+           st.races);
     return 0;
 }
