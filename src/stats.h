@@ -67,8 +67,11 @@ static inline void ao_stat_max(ao_stat_t s, uint64_t v)
 // Device-memory gauges change together; the peaks follow them.
 void ao_stat_device(int64_t passthrough, int64_t resident, int64_t live);
 // The peak without offloading since the last ao_stat_step_reset (the
-// planner's measure of a step's need), and the reset, to the current value.
+// planner's measure of a step's need), the peak with it (what aoshim counts
+// on the device: passed through and tracked with device memory), and the
+// reset of both, to the current values.
 uint64_t ao_stat_step_peak_without(void);
+uint64_t ao_stat_step_peak_with(void);
 void ao_stat_step_reset(void);
 
 #endif // AO_STATS_H

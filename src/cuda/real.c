@@ -105,8 +105,9 @@ static bool driver_ok;
 // scan is off (said once), and the schedule alone decides.
 static bool optional(const char *sym)
 {
-    static const char *const names[] = {"cuFuncGetParamInfo", "cuKernelGetParamInfo",
-                                        "cuFuncGetName", "cuKernelGetName"};
+    static const char *const names[] = {
+        "cuFuncGetParamInfo", "cuKernelGetParamInfo",      "cuFuncGetName",
+        "cuKernelGetName",    "cuDeviceGetDefaultMemPool", "cuMemPoolGetAttribute"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(sym, names[i]) == 0) return true;
     return false;

@@ -273,6 +273,12 @@
     X(cuEventSynchronize, "cuEventSynchronize", 2000, 0, CUresult, (CUevent e))                    \
     X(cuEventElapsedTime_v2, "cuEventElapsedTime", 12080, 0, CUresult,                             \
       (float *ms, CUevent a, CUevent b))                                                           \
+    /* the program's pool as the driver counts it (offload/auto.c; optional: without them its */  \
+    /* unused reserve is taken for 0). Read only: the _HIGH marks are PyTorch's to reset */        \
+    X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0, CUresult,                  \
+      (CUmemoryPool * p, CUdevice d))                                                              \
+    X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020, 0, CUresult,                          \
+      (CUmemoryPool p, CUmemPool_attribute a, void *v))                                            \
     /* at exit (ao_engine_shutdown) */                                                             \
     X(cuStreamDestroy_v2, "cuStreamDestroy", 4000, 0, CUresult, (CUstream s))                      \
     X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", 7000, 0, CUresult,                 \

@@ -540,6 +540,7 @@ int ao_engine_layer_begin(int layer)
     if (s->recompute) return ao_engine_leave(0); // recomputed in backward: never offloaded
     if (ao_eng.mb > ao_auto.max_mb) ao_auto.max_mb = ao_eng.mb;
     ao_auto_op_record(layer, ao_eng.mb, false);
+    ao_auto_pool_sample(); // the program's pool, at each boundary (auto)
     ao_eng.live[ao_eng.mb]++;
     forward_goes_on(ao_eng.mb);
     // Timed after the copies issued just above: pinning their host slots (a
@@ -628,6 +629,7 @@ int ao_engine_layer_end(int layer)
         if (ao_auto.on)
             ao_auto.cur[layer] += s->rec.saved, ao_auto.tracked[layer / 64] |= 1ull << (layer % 64);
     }
+    ao_auto_pool_sample();
     if (ao_auto.on) ao_auto_check_shapes(s);
     if (s->ev_fwd0)
         ao_timed_add(s->ev_fwd0, ao_ev_record(s->stream, true), TIMED_FWD, layer, s->mb, 0);
@@ -675,6 +677,7 @@ int ao_engine_backward_begin(int layer)
     release_point(mb, NULL);
     ao_eng.bwd_open[mb] = layer + 1;
     ao_auto_op_record(layer, mb, true);
+    ao_auto_pool_sample();
     if (ao_eng.live[mb] > 0) ao_eng.live[mb]--;
     // Backward of layer L reads L's saved buffers and its input, which layer
     // L-1 produced: both must be back. Prefetch brings L-2 .. L-1-d back
@@ -743,6 +746,7 @@ int ao_engine_backward_end(int layer)
         return ao_engine_leave(AOSHIM_ESTATE);
     }
     ao_eng.bwd_open[ao_eng.mb] = 0;
+    ao_auto_pool_sample();
     if (ao_eng.bwd0[ao_eng.mb]) {
         ao_timed_add(ao_eng.bwd0[ao_eng.mb], ao_ev_record(ao_current_stream(), true), TIMED_BWD,
                      layer, ao_eng.mb, 0);
@@ -775,6 +779,7 @@ int ao_engine_step_end(void)
     ao_eng.mb = 0;
     int before = ao_auto.planned ? ao_auto.plan.count : ao_eng.nlayers;
     if (ao_eng.ready) ao_timed_read();
+    ao_auto_pool_sample();
     if (ao_auto.on && ao_eng.ready && !ao_eng.manual)
         ao_auto_step(); // the manual schedule is the program's
     ao_sched_update();

@@ -257,6 +257,16 @@ typedef struct ao_auto_s {
     // for the report's compute lane (AOSHIM_REPORT_HTML, AOSHIM_TRACE): two
     // events per layer and pass, never otherwise.
     bool timing;
+    // The program's stream-ordered pool (the device's default pool, which
+    // cudaMallocAsync serves) keeps what is freed until a synchronisation:
+    // the driver counts its unused reserve as memory in use, aoshim's
+    // counters do not (see ao_auto_pool_note). pool_held: the most aoshim's
+    // count plus that reserve came to at a layer boundary this step;
+    // pool_slack: the unused reserve at a step's peak (the most any step
+    // measured), which the plan is held to the budget less.
+    CUmemoryPool pool;
+    bool pool_none; // no pool to ask (no such driver call, or it failed)
+    uint64_t pool_held, pool_slack;
 } ao_auto_t;
 extern ao_auto_t ao_auto;
 
@@ -336,6 +346,9 @@ void ao_auto_op_record(int layer, int mb, bool bwd);
 void ao_auto_budget(void);
 uint64_t ao_auto_budget_of(const ao_share_t *b, uint64_t free_b, uint64_t total, uint64_t have);
 void ao_auto_check_shapes(const ao_scope_t *s);
+void ao_auto_pool_sample(void);
+void ao_auto_pool_note(uint64_t reserved, uint64_t used);
+uint64_t ao_auto_plan_budget(void);
 void ao_auto_step(void);
 void ao_auto_trim_to_learned(void);
 

@@ -82,9 +82,9 @@ typedef struct ao_rec_s {
     bool started;
     uint64_t origin_ns; // CLOCK_MONOTONIC at the first event (or ao_rec_device)
     char device_name[128];
-    char frontend[256]; // who marks the layers (aoshim_set_frontend), "" if no one said
-    char plan[256];     // the latest plan (AOSHIM_OFFLOAD_LAYERS=auto), "" if none
-    unsigned plans;     // plans made
+    char frontend[256];   // who marks the layers (aoshim_set_frontend), "" if no one said
+    char plan[384];       // the latest plan (AOSHIM_OFFLOAD_LAYERS=auto), "" if none
+    unsigned plans;       // plans made
     bool off;             // offloading off (AOSHIM_ENABLE=0)
     const char *declined; // offloading declined: why (a static string), NULL if not
     uint64_t device_capacity;

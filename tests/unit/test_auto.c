@@ -136,6 +136,74 @@ Test(auto_step, a_step_that_fits_offloads_nothing)
         cr_assert(!ao_sched_now.layer[l].offload, "layer %d", l);
 }
 
+// The program's pool held unused reserve at the step's peak (what the
+// driver counts beside aoshim's count): the plan is held to the budget less
+// it, and is the planner's answer to that budget. Sampled as the engine does
+// at a boundary: aoshim counts the step's allocations (all passed through
+// here), the pool says what it reserves and uses.
+static void pool_step(uint64_t reserved, uint64_t used)
+{
+    fresh_auto();
+    ao_auto.budget = 1 * GiB + 600 * MiB;
+    measured_step(200 * MiB, 5000000, 50);
+    ao_stat_device((int64_t)(N * 200 * MiB), 0, 0); // the step's peak, all the pool's
+    ao_auto_pool_note(reserved, used);
+    ao_auto_step();
+}
+
+static void plan_for(uint64_t budget, ao_plan_t *want)
+{
+    uint64_t fwd[N], bwd[N];
+    for (int l = 0; l < N; l++)
+        fwd[l] = 5000000, bwd[l] = 10000000;
+    ao_plan_in_t in = {.nlayers = N,
+                       .mbs = 1,
+                       .bytes = ao_auto.bytes,
+                       .fwd_ns = fwd,
+                       .bwd_ns = bwd,
+                       .peak_without = ao_auto.peak_without,
+                       .budget = budget,
+                       .d2h = 50,
+                       .h2d = 50,
+                       .late_d = ao_auto.late_d};
+    ao_plan_make(&in, want);
+}
+
+Test(auto_step, the_pools_unused_reserve_lowers_the_budget_planned_to)
+{
+    pool_step(N * 200 * MiB + 300 * MiB, N * 200 * MiB); // 300 MiB unused at the peak
+    cr_assert_eq(ao_auto.pool_slack, 300 * MiB);
+    cr_assert_eq(ao_auto_plan_budget(), 1 * GiB + 300 * MiB);
+    ao_plan_t want, unheld;
+    plan_for(1 * GiB + 300 * MiB, &want);
+    plan_for(1 * GiB + 600 * MiB, &unheld);
+    cr_assert_gt(want.count, unheld.count, "the reserve takes more layers off: %d, %d", want.count,
+                 unheld.count);
+    cr_assert_eq(ao_auto.plan.count, want.count);
+    cr_assert_eq(ao_auto.plan.peak, want.peak);
+    cr_assert_leq(ao_auto.plan.peak + ao_auto.pool_slack, ao_auto.budget,
+                  "with the reserve, the device keeps the budget");
+    // A later step that measured less keeps the most seen: the plan it made
+    // would not hold where the reserve came back.
+    ao_stat_step_reset();
+    measured_step(200 * MiB, 5000000, 50);
+    ao_auto_pool_note(N * 200 * MiB + 10 * MiB, N * 200 * MiB);
+    ao_auto_step();
+    cr_assert_eq(ao_auto.pool_slack, 300 * MiB);
+}
+
+Test(auto_step, no_unused_reserve_changes_nothing)
+{
+    pool_step(N * 200 * MiB, N * 200 * MiB);
+    cr_assert_eq(ao_auto.pool_slack, 0);
+    cr_assert_eq(ao_auto_plan_budget(), ao_auto.budget);
+    ao_plan_t want;
+    plan_for(ao_auto.budget, &want);
+    cr_assert_eq(ao_auto.plan.count, want.count);
+    cr_assert_eq(ao_auto.plan.prefetch, want.prefetch);
+    cr_assert_eq(ao_auto.plan.peak, want.peak);
+}
+
 // A layer not tracked this step (passed through) keeps last step's bytes.
 Test(auto_step, an_untracked_layer_keeps_its_last_bytes)
 {
