@@ -32,5 +32,5 @@ if [ ! -f build-tsan/build.ninja ]; then
 fi
 ninja -C build-tsan >/dev/null
 TSAN_OPTIONS=halt_on_error=1 \
-    meson test -C build-tsan e2e_stress_tsan e2e_stress_threads --print-errorlogs \
+    meson test -C build-tsan e2e_stress_tsan e2e_stress_threads e2e_stress_record --print-errorlogs \
     --num-processes "$(nproc)"

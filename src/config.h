@@ -89,6 +89,9 @@ typedef struct ao_layerset_s {
     X(CONTROL_LOG, control_log, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
       "write one line per layer-boundary call, '<call> <layer> <microbatch>', to this file, "      \
       "also in a process without a GPU")                                                           \
+    X(RECORD, record, path, "", "a file name (%p: pid, %r: rank, %h: host)",                       \
+      "write a step trace (docs/trace-format.md) of what the program asked of CUDA to this file, " \
+      "gzip-compressed, as the program runs; also with AOSHIM_ENABLE=0 (record only)")             \
     X(TORCH, torch, torch, "auto",                                                                 \
       "'auto', '0' (off; also false/no/off) or a dotted attribute path of identifiers and "        \
       "integers (model.layers, stages.1.blocks)",                                                  \

@@ -14,12 +14,16 @@
 #include "offload/engine.h"
 #include "report/record.h"
 #include "stats.h"
+#include "steptrace/steptrace.h"
 
 // Each boundary is logged before the engine sees it (ctllog.h): the log is
 // what the program said, whatever the engine made of it.
-#define BOUNDARY(call, arg, expr)                                                                  \
+// The step trace records the call with them (AOSHIM_RECORD: its `layer`
+// record), also when the engine is off.
+#define BOUNDARY(call, op, arg, expr)                                                              \
     do {                                                                                           \
         ao_ctllog(call, arg);                                                                      \
+        if (AO_TR_ON()) ao_tr_layer(op, arg);                                                      \
         int rc_ = (expr);                                                                          \
         ao_ctllog_done(call, arg, rc_);                                                            \
         return rc_;                                                                                \
@@ -27,43 +31,50 @@
 
 AOSHIM_API int aoshim_layer_begin(int layer)
 {
-    BOUNDARY(AO_CTL_LAYER_BEGIN, layer, ao_engine_layer_begin(layer));
+    BOUNDARY(AO_CTL_LAYER_BEGIN, AO_TR_BEGIN, layer, ao_engine_layer_begin(layer));
 }
 AOSHIM_API int aoshim_layer_end(int layer)
 {
-    BOUNDARY(AO_CTL_LAYER_END, layer, ao_engine_layer_end(layer));
+    BOUNDARY(AO_CTL_LAYER_END, AO_TR_END, layer, ao_engine_layer_end(layer));
 }
 AOSHIM_API int aoshim_backward_begin(int layer)
 {
-    BOUNDARY(AO_CTL_BACKWARD_BEGIN, layer, ao_engine_backward_begin(layer));
+    BOUNDARY(AO_CTL_BACKWARD_BEGIN, AO_TR_BACKWARD_BEGIN, layer, ao_engine_backward_begin(layer));
 }
 AOSHIM_API int aoshim_backward_end(int layer)
 {
-    BOUNDARY(AO_CTL_BACKWARD_END, layer, ao_engine_backward_end(layer));
+    BOUNDARY(AO_CTL_BACKWARD_END, AO_TR_BACKWARD_END, layer, ao_engine_backward_end(layer));
 }
+// The step's end is also where the step trace reads its timed launches and
+// hands this thread's records to the file (after the engine's own work).
 AOSHIM_API int aoshim_step_end(void)
 {
-    BOUNDARY(AO_CTL_STEP_END, -1, ao_engine_step_end());
+    ao_ctllog(AO_CTL_STEP_END, -1);
+    if (AO_TR_ON()) ao_tr_layer(AO_TR_STEP_END, -1);
+    int rc = ao_engine_step_end();
+    ao_ctllog_done(AO_CTL_STEP_END, -1, rc);
+    if (AO_TR_ON()) ao_tr_step();
+    return rc;
 }
 AOSHIM_API int aoshim_set_microbatch(int mb)
 {
-    BOUNDARY(AO_CTL_SET_MICROBATCH, mb, ao_engine_set_microbatch(mb));
+    BOUNDARY(AO_CTL_SET_MICROBATCH, AO_TR_MICROBATCH, mb, ao_engine_set_microbatch(mb));
 }
 AOSHIM_API int aoshim_set_schedule(int schedule)
 {
-    BOUNDARY(AO_CTL_SET_SCHEDULE, schedule, ao_engine_set_schedule(schedule));
+    BOUNDARY(AO_CTL_SET_SCHEDULE, AO_TR_SCHEDULE, schedule, ao_engine_set_schedule(schedule));
 }
 AOSHIM_API int aoshim_offload_layer(int layer)
 {
-    BOUNDARY(AO_CTL_OFFLOAD_LAYER, layer, ao_engine_offload_layer(layer));
+    BOUNDARY(AO_CTL_OFFLOAD_LAYER, AO_TR_OFFLOAD, layer, ao_engine_offload_layer(layer));
 }
 AOSHIM_API int aoshim_release_layer(int layer)
 {
-    BOUNDARY(AO_CTL_RELEASE_LAYER, layer, ao_engine_release_layer(layer));
+    BOUNDARY(AO_CTL_RELEASE_LAYER, AO_TR_RELEASE, layer, ao_engine_release_layer(layer));
 }
 AOSHIM_API int aoshim_reload_layer(int layer)
 {
-    BOUNDARY(AO_CTL_RELOAD_LAYER, layer, ao_engine_reload_layer(layer));
+    BOUNDARY(AO_CTL_RELOAD_LAYER, AO_TR_RELOAD, layer, ao_engine_reload_layer(layer));
 }
 AOSHIM_API int aoshim_set_stream(void *s)
 {
@@ -74,6 +85,7 @@ AOSHIM_API int aoshim_set_stream(void *s)
 AOSHIM_API int aoshim_keep(const void *p)
 {
     CUdeviceptr d = (CUdeviceptr)(uintptr_t)p;
+    if (AO_TR_ON()) ao_tr_keep(d);
     if (!p || ao_engine_off || ao_vmm_owns(d)) return ao_engine_keep(d);
     if (ao_hook_passthrough(d)) return 0;
     static int once;

@@ -24,6 +24,7 @@
 #include "pyboot.h"
 #include "report/record.h"
 #include "report/report.h"
+#include "steptrace/steptrace.h"
 
 #define AO_STR2(x) #x
 #define AO_STR(x)  AO_STR2(x)
@@ -40,6 +41,7 @@ static void at_fork_child(void)
     forked_child = true;
     ao_engine_off = true;
     ao_ctllog_forked();
+    ao_tr_forked();
 }
 
 // PyTorch hides tensors inside cached segments unless told otherwise; with
@@ -101,10 +103,16 @@ __attribute__((constructor)) static void ao_init(void)
     // when the engine is off too, and a child must not write its parent's.
     pthread_atfork(NULL, NULL, at_fork_child);
     ao_engine_off = !ao_config.enable;
+    // The step trace records with the engine on or off (AOSHIM_ENABLE=0 and
+    // AOSHIM_RECORD: record only, every call passed through as it came).
+    ao_tr_init();
     if (!ao_engine_off) pytorch_allocator();
     ao_rec_offloading(ao_engine_off, ao_engine_declined);
-    if (ao_engine_off) return;
+    // Record only still marks a PyTorch model's blocks: the trace's layer
+    // records are what a replay places its control calls by.
+    if (ao_engine_off && !ao_config.record) return;
     ao_pyboot_init();
+    if (ao_engine_off) return;
     ao_real_runtime_init();
 }
 
@@ -118,6 +126,10 @@ static bool driver_torn_down(void)
 
 __attribute__((destructor)) static void ao_fini(void)
 {
+    // The step trace first, engine on or off (it has its own idea of whether
+    // anything was recorded): it describes what the program asked, not
+    // aoshim's clean-up, and is then complete whatever the report meets.
+    if (!forked_child) ao_tr_finish();
     // A forked child never writes its parent's report; a process that never
     // used CUDA (a launcher, a compiler) writes nothing.
     if (forked_child || !ao_cuda_touched) return;

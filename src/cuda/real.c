@@ -105,9 +105,15 @@ static bool driver_ok;
 // scan is off (said once), and the schedule alone decides.
 static bool optional(const char *sym)
 {
+    // And those only the step trace (AOSHIM_RECORD) or the pool's reading
+    // (offload/auto.c) calls: the trace's wrappers are handed out only where
+    // the driver has the real function; without the pool's, its unused
+    // reserve is taken for 0.
     static const char *const names[] = {
-        "cuFuncGetParamInfo", "cuKernelGetParamInfo",      "cuFuncGetName",
-        "cuKernelGetName",    "cuDeviceGetDefaultMemPool", "cuMemPoolGetAttribute"};
+        "cuFuncGetParamInfo",        "cuKernelGetParamInfo",      "cuFuncGetName",
+        "cuKernelGetName",           "cuEventRecordWithFlags",    "cuStreamCreateWithPriority",
+        "cuMemPoolSetAttribute",     "cuMemPoolTrimTo",           "cuDeviceGetDefaultMemPool",
+        "cuMemPoolGetAttribute"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(sym, names[i]) == 0) return true;
     return false;
@@ -176,6 +182,10 @@ static void driver_init(void)
     void *sync = NULL;
     if (gpa("cuCtxSynchronize", &sync, 2000, 0, NULL) == CUDA_SUCCESS && sync)
         ao_real.cuCtxSynchronize = (CUresult(*)(void))sync;
+    sync = NULL;
+    if (ask_version >= 13000 && gpa("cuCtxSynchronize", &sync, 13000, 0, NULL) == CUDA_SUCCESS &&
+        sync)
+        ao_real.cuCtxSynchronize_v2 = (CUresult(*)(CUcontext))sync;
     driver_ok = ok;
 }
 

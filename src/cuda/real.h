@@ -273,10 +273,24 @@
     X(cuEventSynchronize, "cuEventSynchronize", 2000, 0, CUresult, (CUevent e))                    \
     X(cuEventElapsedTime_v2, "cuEventElapsedTime", 12080, 0, CUresult,                             \
       (float *ms, CUevent a, CUevent b))                                                           \
-    /* the program's pool as the driver counts it (offload/auto.c; optional: without them its */  \
-    /* unused reserve is taken for 0). Read only: the _HIGH marks are PyTorch's to reset */        \
+    /* the step trace's record-only wrappers (hook/record.c) and its names */                      \
+    X(cuEventRecord_ptsz, "cuEventRecord", 2000, 2, CUresult, (CUevent e, CUstream s))             \
+    X(cuEventRecordWithFlags, "cuEventRecordWithFlags", 11010, 1, CUresult,                        \
+      (CUevent e, CUstream s, unsigned fl))                                                        \
+    X(cuEventRecordWithFlags_ptsz, "cuEventRecordWithFlags", 11010, 2, CUresult,                   \
+      (CUevent e, CUstream s, unsigned fl))                                                        \
+    X(cuStreamWaitEvent_ptsz, "cuStreamWaitEvent", 3020, 2, CUresult,                              \
+      (CUstream s, CUevent e, unsigned fl))                                                        \
+    X(cuStreamSynchronize_ptsz, "cuStreamSynchronize", 2000, 2, CUresult, (CUstream s))            \
+    X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050, 0, CUresult,                 \
+      (CUstream * s, unsigned fl, int prio))                                                       \
+    X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020, 0, CUresult,                          \
+      (CUmemoryPool p, CUmemPool_attribute a, void *v))                                            \
+    X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0, CUresult, (CUmemoryPool p, size_t keep))       \
     X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0, CUresult,                  \
       (CUmemoryPool * p, CUdevice d))                                                              \
+    /* the program's pool as the driver counts it (offload/auto.c; optional: without them its */  \
+    /* unused reserve is taken for 0). Read only: the _HIGH marks are PyTorch's to reset */        \
     X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020, 0, CUresult,                          \
       (CUmemoryPool p, CUmemPool_attribute a, void *v))                                            \
     /* at exit (ao_engine_shutdown) */                                                             \
@@ -303,6 +317,8 @@ typedef struct ao_real_s {
     // The argument-less cuCtxSynchronize (at CUDA_VERSION 13000 the name is
     // cuCtxSynchronize_v2, which takes a context): asked for by version.
     CUresult (*cuCtxSynchronize)(void);
+    // CUDA 13's, NULL on an older driver (the step trace's wrapper of it).
+    CUresult (*cuCtxSynchronize_v2)(CUcontext c);
 } ao_real_t;
 
 extern ao_real_t ao_real;

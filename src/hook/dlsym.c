@@ -56,6 +56,7 @@ __attribute__((visibility("hidden"))) void *ao_dlsym_handle(void *handle, const 
     // The driver's own name of a function aoshim wraps is the name aoshim
     // exports it under (cuLaunchKernel_ptsz, cuMemAlloc_v2, cuGetProcAddress_v2 ...).
     void *mine = real(self, name);
+    if (!mine) mine = ao_hook_record_wrapper_by_symbol(name); // AOSHIM_RECORD's, not exported
     return mine ? mine : r;
 }
 

@@ -20,21 +20,34 @@ static inline CUstream stream_of(CUstream s, bool ptsz)
     return s ? s : ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
 }
 
+// The step trace's (AOSHIM_RECORD): the address the program got.
+static inline void rec_alloc(const char *api, size_t n, CUstream s, const CUdeviceptr *p)
+{
+    if (AO_TR_ON()) ao_tr_alloc(api, n, s, *p);
+}
+
 // --- allocation ----------------------------------------------------------------------
 AO_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 {
     NEED(cuMemAlloc_v2);
-    if (ao_hook_track(p, n, NULL, false)) return CUDA_SUCCESS;
+    if (ao_hook_track(p, n, NULL, false)) {
+        rec_alloc("cuMemAlloc", n, NULL, p);
+        return CUDA_SUCCESS;
+    }
     CUresult r = AO_REAL_CALL(ao_real.cuMemAlloc_v2(p, n));
     if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_hook_retry())
         r = AO_REAL_CALL(ao_real.cuMemAlloc_v2(p, n));
-    if (r == CUDA_SUCCESS && p) ao_hook_passed(*p, n);
+    if (r == CUDA_SUCCESS && p) {
+        ao_hook_passed(*p, n);
+        rec_alloc("cuMemAlloc", n, NULL, p);
+    }
     return r;
 }
 
 AO_EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
 {
     NEED(cuMemFree_v2);
+    if (p && AO_TR_ON()) ao_tr_free("cuMemFree", p, NULL);
     int own = ao_hook_free(p, NULL, false);
     if (own) return own > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     return AO_REAL_CALL(ao_real.cuMemFree_v2(p));
@@ -44,11 +57,17 @@ AO_EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
     AO_EXPORT CUresult name(CUdeviceptr *p, size_t n, CUstream s)                                  \
     {                                                                                              \
         NEED(name);                                                                                \
-        if (ao_hook_track(p, n, stream_of(s, ptsz), true)) return CUDA_SUCCESS;                    \
+        if (ao_hook_track(p, n, stream_of(s, ptsz), true)) {                                       \
+            rec_alloc("cuMemAllocAsync", n, stream_of(s, ptsz), p);                                \
+            return CUDA_SUCCESS;                                                                   \
+        }                                                                                          \
         CUresult r = AO_REAL_CALL(ao_real.name(p, n, s));                                          \
         if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_hook_retry())                                      \
             r = AO_REAL_CALL(ao_real.name(p, n, s));                                               \
-        if (r == CUDA_SUCCESS && p) ao_hook_passed(*p, n);                                         \
+        if (r == CUDA_SUCCESS && p) {                                                              \
+            ao_hook_passed(*p, n);                                                                 \
+            rec_alloc("cuMemAllocAsync", n, stream_of(s, ptsz), p);                                \
+        }                                                                                          \
         return r;                                                                                  \
     }
 MEM_ALLOC_ASYNC(cuMemAllocAsync, false)
@@ -58,6 +77,7 @@ MEM_ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
     AO_EXPORT CUresult name(CUdeviceptr p, CUstream s)                                             \
     {                                                                                              \
         NEED(name);                                                                                \
+        if (p && AO_TR_ON()) ao_tr_free("cuMemFreeAsync", p, stream_of(s, ptsz));                  \
         int own = ao_hook_free(p, stream_of(s, ptsz), true);                                       \
         if (own) return own > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;                         \
         return AO_REAL_CALL(ao_real.name(p, s));                                                   \
@@ -69,14 +89,20 @@ MEM_FREE_ASYNC(cuMemFreeAsync_ptsz, true)
 // Parameters come either as an array (one pointer per parameter) or packed
 // in one buffer through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER).
 // True when the check ran: the caller ends it once the launch is enqueued.
+static inline const void *packed_of(void **params, void **extra)
+{
+    const void *packed = NULL;
+    for (void **e = extra; !params && e && *e != CU_LAUNCH_PARAM_END; e += 2)
+        if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER) packed = e[1];
+    return packed;
+}
+
 static inline bool launch_check(CUfunction f, void **params, void **extra, CUstream s)
 {
     if (ao_in_hook || ao_engine_off) return false;
     ao_engine_note_stream(s);
     if (!__atomic_load_n(&ao_vmm.size, __ATOMIC_ACQUIRE)) return false;
-    const void *packed = NULL;
-    for (void **e = extra; !params && e && *e != CU_LAUNCH_PARAM_END; e += 2)
-        if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER) packed = e[1];
+    const void *packed = packed_of(params, extra);
     if (!params && !packed) return false;
     const ao_layout_t *L = ao_layout(f, AO_FN_FUNC);
     if (!L) return false;
@@ -85,12 +111,28 @@ static inline bool launch_check(CUfunction f, void **params, void **extra, CUstr
     return true;
 }
 
+// With AOSHIM_RECORD: the launch around the hook's own work (steptrace.h);
+// a timed launch's first event goes right before the real call.
+#define RECORDED(f, cs, gx, gy, gz, bx, by, bz, shm, params, extra, checked, call)                 \
+    ({                                                                                             \
+        ao_tr_launch_t tl_;                                                                        \
+        ao_tr_launch_begin(&tl_, (f), AO_FN_FUNC, (cs));                                           \
+        CUresult rr_ = CHECKED(checked, (ao_tr_launch_arm(&tl_), call));                           \
+        ao_tr_launch_end(&tl_, rr_ == CUDA_SUCCESS, gx, gy, gz, bx, by, bz, shm, (params),         \
+                         packed_of((params), (extra)));                                            \
+        rr_;                                                                                       \
+    })
+
 #define LAUNCH(name, ptsz)                                                                         \
     AO_EXPORT CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,      \
                             unsigned by, unsigned bz, unsigned shm, CUstream s, void **params,     \
                             void **extra)                                                          \
     {                                                                                              \
         NEED(name);                                                                                \
+        if (AO_TR_ON())                                                                            \
+            return RECORDED(f, stream_of(s, ptsz), gx, gy, gz, bx, by, bz, shm, params, extra,     \
+                            launch_check(f, params, extra, stream_of(s, ptsz)),                    \
+                            ao_real.name(f, gx, gy, gz, bx, by, bz, shm, s, params, extra));       \
         return CHECKED(launch_check(f, params, extra, stream_of(s, ptsz)),                         \
                        ao_real.name(f, gx, gy, gz, bx, by, bz, shm, s, params, extra));            \
     }
@@ -101,6 +143,11 @@ LAUNCH(cuLaunchKernel_ptsz, true)
     AO_EXPORT CUresult name(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)    \
     {                                                                                              \
         NEED(name);                                                                                \
+        if (c && AO_TR_ON())                                                                       \
+            return RECORDED(f, stream_of(c->hStream, ptsz), c->gridDimX, c->gridDimY, c->gridDimZ, \
+                            c->blockDimX, c->blockDimY, c->blockDimZ, c->sharedMemBytes, params,   \
+                            extra, launch_check(f, params, extra, stream_of(c->hStream, ptsz)),    \
+                            ao_real.name(c, f, params, extra));                                    \
         return CHECKED(c && launch_check(f, params, extra, stream_of(c->hStream, ptsz)),           \
                        ao_real.name(c, f, params, extra));                                         \
     }
@@ -120,13 +167,17 @@ static inline bool ranges_check(CUdeviceptr d, CUdeviceptr src, size_t n, CUstre
     return true;
 }
 
-#define COPY(name, ptsz, dtype, stype, async)                                                      \
+#define COPY(name, ptsz, dtype, stype, async, kind)                                                \
     AO_EXPORT CUresult name(dtype d, stype src, size_t n CU_ASYNC_##async)                         \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(ranges_check((CUdeviceptr)(uintptr_t)d, (CUdeviceptr)(uintptr_t)src, n,     \
-                                    stream_of(CU_STREAM_ARG_##async, ptsz), #name),                \
-                       ao_real.name(d, src, n CU_PASS_##async));                                   \
+        CUresult r = CHECKED(ranges_check((CUdeviceptr)(uintptr_t)d, (CUdeviceptr)(uintptr_t)src,  \
+                                          n, stream_of(CU_STREAM_ARG_##async, ptsz), #name),       \
+                             ao_real.name(d, src, n CU_PASS_##async));                             \
+        if (r == CUDA_SUCCESS && AO_TR_ON())                                                       \
+            ao_tr_copy(kind, (uintptr_t)d, (uintptr_t)src, n, 0,                                   \
+                       stream_of(CU_STREAM_ARG_##async, ptsz), async, false);                      \
+        return r;                                                                                  \
     }
 #define CU_ASYNC_0
 #define CU_ASYNC_1      , CUstream st
@@ -134,30 +185,34 @@ static inline bool ranges_check(CUdeviceptr d, CUdeviceptr src, size_t n, CUstre
 #define CU_STREAM_ARG_1 st
 #define CU_PASS_0
 #define CU_PASS_1 , st
-COPY(cuMemcpyHtoD_v2, false, CUdeviceptr, const void *, 0)
-COPY(cuMemcpyHtoD_v2_ptds, true, CUdeviceptr, const void *, 0)
-COPY(cuMemcpyDtoH_v2, false, void *, CUdeviceptr, 0)
-COPY(cuMemcpyDtoH_v2_ptds, true, void *, CUdeviceptr, 0)
-COPY(cuMemcpyDtoD_v2, false, CUdeviceptr, CUdeviceptr, 0)
-COPY(cuMemcpyDtoD_v2_ptds, true, CUdeviceptr, CUdeviceptr, 0)
-COPY(cuMemcpy, false, CUdeviceptr, CUdeviceptr, 0)
-COPY(cuMemcpy_ptds, true, CUdeviceptr, CUdeviceptr, 0)
-COPY(cuMemcpyHtoDAsync_v2, false, CUdeviceptr, const void *, 1)
-COPY(cuMemcpyHtoDAsync_v2_ptsz, true, CUdeviceptr, const void *, 1)
-COPY(cuMemcpyDtoHAsync_v2, false, void *, CUdeviceptr, 1)
-COPY(cuMemcpyDtoHAsync_v2_ptsz, true, void *, CUdeviceptr, 1)
-COPY(cuMemcpyDtoDAsync_v2, false, CUdeviceptr, CUdeviceptr, 1)
-COPY(cuMemcpyDtoDAsync_v2_ptsz, true, CUdeviceptr, CUdeviceptr, 1)
-COPY(cuMemcpyAsync, false, CUdeviceptr, CUdeviceptr, 1)
-COPY(cuMemcpyAsync_ptsz, true, CUdeviceptr, CUdeviceptr, 1)
+COPY(cuMemcpyHtoD_v2, false, CUdeviceptr, const void *, 0, AO_TR_H2D)
+COPY(cuMemcpyHtoD_v2_ptds, true, CUdeviceptr, const void *, 0, AO_TR_H2D)
+COPY(cuMemcpyDtoH_v2, false, void *, CUdeviceptr, 0, AO_TR_D2H)
+COPY(cuMemcpyDtoH_v2_ptds, true, void *, CUdeviceptr, 0, AO_TR_D2H)
+COPY(cuMemcpyDtoD_v2, false, CUdeviceptr, CUdeviceptr, 0, AO_TR_D2D)
+COPY(cuMemcpyDtoD_v2_ptds, true, CUdeviceptr, CUdeviceptr, 0, AO_TR_D2D)
+COPY(cuMemcpy, false, CUdeviceptr, CUdeviceptr, 0, AO_TR_DEFAULT)
+COPY(cuMemcpy_ptds, true, CUdeviceptr, CUdeviceptr, 0, AO_TR_DEFAULT)
+COPY(cuMemcpyHtoDAsync_v2, false, CUdeviceptr, const void *, 1, AO_TR_H2D)
+COPY(cuMemcpyHtoDAsync_v2_ptsz, true, CUdeviceptr, const void *, 1, AO_TR_H2D)
+COPY(cuMemcpyDtoHAsync_v2, false, void *, CUdeviceptr, 1, AO_TR_D2H)
+COPY(cuMemcpyDtoHAsync_v2_ptsz, true, void *, CUdeviceptr, 1, AO_TR_D2H)
+COPY(cuMemcpyDtoDAsync_v2, false, CUdeviceptr, CUdeviceptr, 1, AO_TR_D2D)
+COPY(cuMemcpyDtoDAsync_v2_ptsz, true, CUdeviceptr, CUdeviceptr, 1, AO_TR_D2D)
+COPY(cuMemcpyAsync, false, CUdeviceptr, CUdeviceptr, 1, AO_TR_DEFAULT)
+COPY(cuMemcpyAsync_ptsz, true, CUdeviceptr, CUdeviceptr, 1, AO_TR_DEFAULT)
 
 #define SET(name, ptsz, vtype, unit, async)                                                        \
     AO_EXPORT CUresult name(CUdeviceptr d, vtype v, size_t n CU_ASYNC_##async)                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(                                                                            \
-            ranges_check(d, 0, n * (unit), stream_of(CU_STREAM_ARG_##async, ptsz), #name),         \
-            ao_real.name(d, v, n CU_PASS_##async));                                                \
+        CUresult r =                                                                               \
+            CHECKED(ranges_check(d, 0, n * (unit), stream_of(CU_STREAM_ARG_##async, ptsz), #name), \
+                    ao_real.name(d, v, n CU_PASS_##async));                                        \
+        if (r == CUDA_SUCCESS && AO_TR_ON())                                                       \
+            ao_tr_memset(d, (unit) * (uint64_t)n, v, unit, stream_of(CU_STREAM_ARG_##async, ptsz), \
+                         false);                                                                   \
+        return r;                                                                                  \
     }
 SET(cuMemsetD8_v2, false, unsigned char, 1, 0)
 SET(cuMemsetD8_v2_ptds, true, unsigned char, 1, 0)
@@ -178,8 +233,13 @@ SET(cuMemsetD16Async_ptsz, true, unsigned short, 2, 1)
                             size_t n CU_ASYNC_##async)                                             \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(ranges_check(d, src, n, stream_of(CU_STREAM_ARG_##async, ptsz), #name),     \
-                       ao_real.name(d, dc, src, sc, n CU_PASS_##async));                           \
+        CUresult r =                                                                               \
+            CHECKED(ranges_check(d, src, n, stream_of(CU_STREAM_ARG_##async, ptsz), #name),        \
+                    ao_real.name(d, dc, src, sc, n CU_PASS_##async));                              \
+        if (r == CUDA_SUCCESS && AO_TR_ON())                                                       \
+            ao_tr_copy(AO_TR_D2D, d, src, n, 0, stream_of(CU_STREAM_ARG_##async, ptsz), async,     \
+                       false);                                                                     \
+        return r;                                                                                  \
     }
 COPY_PEER(cuMemcpyPeer, false, 0)
 COPY_PEER(cuMemcpyPeer_ptds, true, 0)
@@ -239,12 +299,60 @@ static inline bool copy3d_check(const CUDA_MEMCPY3D *p, CUstream s, const char *
     return true;
 }
 
+// The step trace's pitched copies: each side's first byte (0 for an array)
+// and the range covering its rows; the kind from the two memory types.
+static uint64_t rec_side(CUmemorytype t, const void *host, CUdeviceptr dev, uint64_t x, uint64_t y,
+                         uint64_t z, uint64_t pitch, uint64_t rows, uint64_t w, uint64_t h,
+                         uint64_t d, uint64_t *n, char *where)
+{
+    uint64_t slice = rows * pitch;
+    *n = ao_tr_span(w, h, d, pitch, slice);
+    *where = t == CU_MEMORYTYPE_HOST ? 'h' : t == CU_MEMORYTYPE_UNIFIED ? 'u' : 'd';
+    uint64_t base = t == CU_MEMORYTYPE_HOST                                   ? (uintptr_t)host
+                    : t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED ? dev
+                                                                              : 0;
+    return base ? base + z * slice + y * pitch + x : 0;
+}
+
+static int rec_kind(char dst, char src)
+{
+    if (dst == 'u' || src == 'u') return AO_TR_DEFAULT;
+    return dst == 'h' ? (src == 'h' ? AO_TR_H2H : AO_TR_D2H) : (src == 'h' ? AO_TR_H2D : AO_TR_D2D);
+}
+
+static void rec_copy2D(const CUDA_MEMCPY2D *p, CUstream s, bool async)
+{
+    uint64_t dn, sn;
+    char dw, sw;
+    uint64_t d = rec_side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, 0,
+                          p->dstPitch, 0, p->WidthInBytes, p->Height, 1, &dn, &dw);
+    uint64_t src = rec_side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, 0,
+                            p->srcPitch, 0, p->WidthInBytes, p->Height, 1, &sn, &sw);
+    ao_tr_copy(rec_kind(dw, sw), d, src, dn, sn, s, async, true);
+}
+
+static void rec_copy3D(const CUDA_MEMCPY3D *p, CUstream s, bool async)
+{
+    uint64_t dn, sn;
+    char dw, sw;
+    uint64_t d =
+        rec_side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ,
+                 p->dstPitch, p->dstHeight, p->WidthInBytes, p->Height, p->Depth, &dn, &dw);
+    uint64_t src =
+        rec_side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ,
+                 p->srcPitch, p->srcHeight, p->WidthInBytes, p->Height, p->Depth, &sn, &sw);
+    ao_tr_copy(rec_kind(dw, sw), d, src, dn, sn, s, async, true);
+}
+
 #define COPY_PITCHED(name, ptsz, dims, async)                                                      \
     AO_EXPORT CUresult name(const CUDA_MEMCPY##dims *p CU_ASYNC_##async)                           \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(copy##dims##_check(p, stream_of(CU_STREAM_ARG_##async, ptsz), #name),       \
-                       ao_real.name(p CU_PASS_##async));                                           \
+        CUresult r = CHECKED(copy##dims##_check(p, stream_of(CU_STREAM_ARG_##async, ptsz), #name), \
+                             ao_real.name(p CU_PASS_##async));                                     \
+        if (r == CUDA_SUCCESS && p && AO_TR_ON())                                                  \
+            rec_copy##dims(p, stream_of(CU_STREAM_ARG_##async, ptsz), async);                      \
+        return r;                                                                                  \
     }
 #define copy2D_check copy2d_check
 #define copy3D_check copy3d_check
@@ -264,12 +372,15 @@ COPY_PITCHED(cuMemcpy3DAsync_v2_ptsz, true, 3D, 1)
                             size_t h CU_ASYNC_##async)                                             \
     {                                                                                              \
         NEED(name);                                                                                \
-        bool c_ = check_begin();                                                                   \
-        if (c_)                                                                                    \
+        bool checked_ = check_begin();                                                             \
+        if (checked_)                                                                              \
             ao_scan_pitched(d, w > UINT64_MAX / (unit) ? UINT64_MAX : (uint64_t)w * (unit), h, 1,  \
-                            pitch, 0,                                                              \
-                            stream_of(CU_STREAM_ARG_##async, ptsz), #name);                        \
-        return CHECKED(c_, ao_real.name(d, pitch, v, w, h CU_PASS_##async));                       \
+                            pitch, 0, stream_of(CU_STREAM_ARG_##async, ptsz), #name);              \
+        CUresult r = CHECKED(checked_, ao_real.name(d, pitch, v, w, h CU_PASS_##async));           \
+        if (r == CUDA_SUCCESS && AO_TR_ON())                                                       \
+            ao_tr_memset(d, ao_tr_span((unit) * (uint64_t)w, h, 1, pitch, 0), v, unit,             \
+                         stream_of(CU_STREAM_ARG_##async, ptsz), true);                            \
+        return r;                                                                                  \
     }
 SET2D(cuMemsetD2D8_v2, false, unsigned char, 1, 0)
 SET2D(cuMemsetD2D8_v2_ptds, true, unsigned char, 1, 0)
@@ -480,11 +591,13 @@ void ao_hook_substitute(const char *sym, void **pfn, int ver, cuuint64_t flags)
             *pfn = (void *)cuGetProcAddress;
         return;
     }
+    bool ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
     for (size_t i = 0; i < sizeof wraps / sizeof *wraps; i++) {
         if (strcmp(sym, wraps[i].name) != 0) continue;
         if (ver < wraps[i].min_version) continue;
-        *pfn =
-            flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ? wraps[i].ptsz : wraps[i].legacy;
+        *pfn = ptsz ? wraps[i].ptsz : wraps[i].legacy;
         return;
     }
+    void *rec = ao_hook_record_wrapper(sym, ver, ptsz);
+    if (rec) *pfn = rec;
 }

@@ -12,6 +12,7 @@
 #include "cuda/real.h"
 #include "log.h"
 #include "offload/fence.h"
+#include "steptrace/steptrace.h"
 
 #define AO_EXPORT __attribute__((visibility("default")))
 
@@ -50,5 +51,11 @@ bool ao_hook_passthrough(CUdeviceptr p);
 // cuGetProcAddress or the runtime's cudaGetDriverEntryPoint, only for the
 // exact names and versions aoshim wraps. flags as given by the caller.
 void ao_hook_substitute(const char *symbol, void **pfn, int version, cuuint64_t flags);
+// The step trace's record-only wrapper (hook/record.c) for a name and
+// version as cuGetProcAddress is asked, or for the driver's own symbol name
+// (dlsym on libcuda's handle); NULL when there is none or the process does
+// not record.
+void *ao_hook_record_wrapper(const char *symbol, int version, bool ptsz);
+void *ao_hook_record_wrapper_by_symbol(const char *symbol);
 
 #endif // AO_HOOK_H

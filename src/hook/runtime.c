@@ -22,21 +22,68 @@ static inline CUstream stream_of(cudaStream_t s, bool ptsz)
     return s ? (CUstream)s : ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
 }
 
+// The step trace's (AOSHIM_RECORD): the address the program got.
+static inline void rec_alloc(const char *api, size_t n, CUstream s, void **p)
+{
+    if (AO_TR_ON()) ao_tr_alloc(api, n, s, (uint64_t)(uintptr_t)*p);
+}
+
+// --- the step trace's copies and sets (AOSHIM_RECORD) ------------------------------------------
+// Pitched ones as the range covering every row of each side.
+static void rec_copy(enum cudaMemcpyKind k, const void *d, const void *src, uint64_t n,
+                     uint64_t src_n, CUstream s, bool async, bool pitched)
+{
+    ao_tr_copy(ao_tr_copy_kind_rt(k), (uintptr_t)d, (uintptr_t)src, n, src_n, s, async, pitched);
+}
+
+// One side of a cudaMemcpy3DParms / cudaMemset3D: its first byte (0 for an
+// array) and the bytes it covers.
+static uint64_t side3d(cudaArray_t a, struct cudaPitchedPtr ptr, struct cudaPos pos,
+                       struct cudaExtent e, uint64_t *n)
+{
+    uint64_t slice = (uint64_t)ptr.ysize * ptr.pitch;
+    *n = ao_tr_span(e.width, e.height, e.depth, ptr.pitch, slice);
+    if (a || !ptr.ptr) return 0;
+    return (uintptr_t)ptr.ptr + pos.z * slice + pos.y * ptr.pitch + pos.x;
+}
+
+static void rec_copy3d(const struct cudaMemcpy3DParms *p, CUstream s, bool async)
+{
+    uint64_t dn, sn;
+    uint64_t d = side3d(p->dstArray, p->dstPtr, p->dstPos, p->extent, &dn);
+    uint64_t src = side3d(p->srcArray, p->srcPtr, p->srcPos, p->extent, &sn);
+    ao_tr_copy(ao_tr_copy_kind_rt(p->kind), d, src, dn, sn, s, async, true);
+}
+
+static void rec_memset3d(struct cudaPitchedPtr p, int v, struct cudaExtent e, CUstream s)
+{
+    uint64_t n;
+    uint64_t d = side3d(NULL, p, (struct cudaPos){0, 0, 0}, e, &n);
+    ao_tr_memset(d, n, (unsigned char)v, 1, s, true);
+}
+
 // --- allocation ----------------------------------------------------------------------
 AO_EXPORT cudaError_t cudaMalloc(void **p, size_t n)
 {
     NEED(cudaMalloc);
-    if (ao_hook_track((CUdeviceptr *)p, n, NULL, false)) return cudaSuccess;
+    if (ao_hook_track((CUdeviceptr *)p, n, NULL, false)) {
+        rec_alloc("cudaMalloc", n, NULL, p);
+        return cudaSuccess;
+    }
     cudaError_t r = AO_REAL_CALL(ao_real.cudaMalloc(p, n));
     if (r == cudaErrorMemoryAllocation && ao_hook_retry())
         r = AO_REAL_CALL(ao_real.cudaMalloc(p, n));
-    if (r == cudaSuccess && p) ao_hook_passed((CUdeviceptr)*p, n);
+    if (r == cudaSuccess && p) {
+        ao_hook_passed((CUdeviceptr)*p, n);
+        rec_alloc("cudaMalloc", n, NULL, p);
+    }
     return r;
 }
 
 AO_EXPORT cudaError_t cudaFree(void *p)
 {
     NEED(cudaFree);
+    if (p && AO_TR_ON()) ao_tr_free("cudaFree", (uint64_t)(uintptr_t)p, NULL);
     int own = ao_hook_free((CUdeviceptr)p, NULL, false);
     if (own) return own > 0 ? cudaSuccess : cudaErrorInvalidValue;
     return AO_REAL_CALL(ao_real.cudaFree(p));
@@ -46,11 +93,17 @@ AO_EXPORT cudaError_t cudaFree(void *p)
     AO_EXPORT cudaError_t name(void **p, size_t n, cudaStream_t s)                                 \
     {                                                                                              \
         NEED(name);                                                                                \
-        if (ao_hook_track((CUdeviceptr *)p, n, stream_of(s, ptsz), true)) return cudaSuccess;      \
+        if (ao_hook_track((CUdeviceptr *)p, n, stream_of(s, ptsz), true)) {                        \
+            rec_alloc("cudaMallocAsync", n, stream_of(s, ptsz), p);                                \
+            return cudaSuccess;                                                                    \
+        }                                                                                          \
         cudaError_t r = AO_REAL_CALL(ao_real.name(p, n, s));                                       \
         if (r == cudaErrorMemoryAllocation && ao_hook_retry())                                     \
             r = AO_REAL_CALL(ao_real.name(p, n, s));                                               \
-        if (r == cudaSuccess && p) ao_hook_passed((CUdeviceptr)*p, n);                             \
+        if (r == cudaSuccess && p) {                                                               \
+            ao_hook_passed((CUdeviceptr)*p, n);                                                    \
+            rec_alloc("cudaMallocAsync", n, stream_of(s, ptsz), p);                                \
+        }                                                                                          \
         return r;                                                                                  \
     }
 MALLOC_ASYNC(cudaMallocAsync, false)
@@ -60,6 +113,8 @@ MALLOC_ASYNC(cudaMallocAsync_ptsz, true)
     AO_EXPORT cudaError_t name(void *p, cudaStream_t s)                                            \
     {                                                                                              \
         NEED(name);                                                                                \
+        if (p && AO_TR_ON())                                                                       \
+            ao_tr_free("cudaFreeAsync", (uint64_t)(uintptr_t)p, stream_of(s, ptsz));               \
         int own = ao_hook_free((CUdeviceptr)p, stream_of(s, ptsz), true);                          \
         if (own) return own > 0 ? cudaSuccess : cudaErrorInvalidValue;                             \
         return AO_REAL_CALL(ao_real.name(p, s));                                                   \
@@ -84,11 +139,27 @@ static inline bool launch_check(const void *fn, int kind, void **args, CUstream 
     return true;
 }
 
+// With AOSHIM_RECORD: the launch around the hook's own work (steptrace.h);
+// a timed launch's first event goes right before the real call.
+#define RECORDED(fn, kind, cs, grid, block, shm, args, checked, call)                              \
+    ({                                                                                             \
+        ao_tr_launch_t tl_;                                                                        \
+        ao_tr_launch_begin(&tl_, (fn), (kind), (cs));                                              \
+        cudaError_t rr_ = CHECKED(checked, (ao_tr_launch_arm(&tl_), call));                        \
+        ao_tr_launch_end(&tl_, rr_ == cudaSuccess, (grid).x, (grid).y, (grid).z, (block).x,        \
+                         (block).y, (block).z, (unsigned)(shm), (args), NULL);                     \
+        rr_;                                                                                       \
+    })
+
 #define LAUNCH(name, ptsz)                                                                         \
     AO_EXPORT cudaError_t name(const void *f, dim3 g, dim3 b, void **args, size_t shm,             \
                                cudaStream_t s)                                                     \
     {                                                                                              \
         NEED(name);                                                                                \
+        if (AO_TR_ON())                                                                            \
+            return RECORDED(f, AO_FN_HOST, stream_of(s, ptsz), g, b, shm, args,                    \
+                            launch_check(f, AO_FN_HOST, args, stream_of(s, ptsz)),                 \
+                            ao_real.name(f, g, b, args, shm, s));                                  \
         return CHECKED(launch_check(f, AO_FN_HOST, args, stream_of(s, ptsz)),                      \
                        ao_real.name(f, g, b, args, shm, s));                                       \
     }
@@ -99,6 +170,11 @@ LAUNCH(cudaLaunchKernel_ptsz, true)
     AO_EXPORT cudaError_t name(const cudaLaunchConfig_t *c, const void *f, void **args)            \
     {                                                                                              \
         NEED(name);                                                                                \
+        if (c && AO_TR_ON())                                                                       \
+            return RECORDED(f, AO_FN_HOST, stream_of(c->stream, ptsz), c->gridDim, c->blockDim,    \
+                            c->dynamicSmemBytes, args,                                             \
+                            launch_check(f, AO_FN_HOST, args, stream_of(c->stream, ptsz)),         \
+                            ao_real.name(c, f, args));                                             \
         return CHECKED(c && launch_check(f, AO_FN_HOST, args, stream_of(c->stream, ptsz)),         \
                        ao_real.name(c, f, args));                                                  \
     }
@@ -112,6 +188,10 @@ LAUNCH_EXC(cudaLaunchKernelExC_ptsz, true)
                                cudaStream_t s)                                                     \
     {                                                                                              \
         NEED(name);                                                                                \
+        if (AO_TR_ON())                                                                            \
+            return RECORDED(k, AO_FN_KERNEL, stream_of(s, ptsz), g, b, shm, args,                  \
+                            launch_check(k, AO_FN_KERNEL, args, stream_of(s, ptsz)),               \
+                            ao_real.name(k, g, b, args, shm, s));                                  \
         return CHECKED(launch_check(k, AO_FN_KERNEL, args, stream_of(s, ptsz)),                    \
                        ao_real.name(k, g, b, args, shm, s));                                       \
     }
@@ -136,8 +216,11 @@ static inline bool ranges_check(const void *d, const void *src, size_t n, CUstre
     AO_EXPORT cudaError_t name(void *d, const void *src, size_t n, enum cudaMemcpyKind k)          \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(ranges_check(d, src, n, stream_of(NULL, ptsz), #name),                      \
-                       ao_real.name(d, src, n, k));                                                \
+        cudaError_t r = CHECKED(ranges_check(d, src, n, stream_of(NULL, ptsz), #name),             \
+                                ao_real.name(d, src, n, k));                                       \
+        if (r == cudaSuccess && AO_TR_ON())                                                        \
+            rec_copy(k, d, src, n, 0, stream_of(NULL, ptsz), false, false);                        \
+        return r;                                                                                  \
     }
 MEMCPY(cudaMemcpy, false)
 MEMCPY(cudaMemcpy_ptds, true)
@@ -147,8 +230,11 @@ MEMCPY(cudaMemcpy_ptds, true)
                                cudaStream_t s)                                                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(ranges_check(d, src, n, stream_of(s, ptsz), #name),                         \
-                       ao_real.name(d, src, n, k, s));                                             \
+        cudaError_t r = CHECKED(ranges_check(d, src, n, stream_of(s, ptsz), #name),                \
+                                ao_real.name(d, src, n, k, s));                                    \
+        if (r == cudaSuccess && AO_TR_ON())                                                        \
+            rec_copy(k, d, src, n, 0, stream_of(s, ptsz), true, false);                            \
+        return r;                                                                                  \
     }
 MEMCPY_ASYNC(cudaMemcpyAsync, false)
 MEMCPY_ASYNC(cudaMemcpyAsync_ptsz, true)
@@ -157,8 +243,11 @@ MEMCPY_ASYNC(cudaMemcpyAsync_ptsz, true)
     AO_EXPORT cudaError_t name(void *d, int v, size_t n)                                           \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(ranges_check(d, NULL, n, stream_of(NULL, ptsz), #name),                     \
-                       ao_real.name(d, v, n));                                                     \
+        cudaError_t r = CHECKED(ranges_check(d, NULL, n, stream_of(NULL, ptsz), #name),            \
+                                ao_real.name(d, v, n));                                            \
+        if (r == cudaSuccess && AO_TR_ON())                                                        \
+            ao_tr_memset((uintptr_t)d, n, (unsigned char)v, 1, stream_of(NULL, ptsz), false);      \
+        return r;                                                                                  \
     }
 MEMSET(cudaMemset, false)
 MEMSET(cudaMemset_ptds, true)
@@ -167,8 +256,11 @@ MEMSET(cudaMemset_ptds, true)
     AO_EXPORT cudaError_t name(void *d, int v, size_t n, cudaStream_t s)                           \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(ranges_check(d, NULL, n, stream_of(s, ptsz), #name),                        \
-                       ao_real.name(d, v, n, s));                                                  \
+        cudaError_t r = CHECKED(ranges_check(d, NULL, n, stream_of(s, ptsz), #name),               \
+                                ao_real.name(d, v, n, s));                                         \
+        if (r == cudaSuccess && AO_TR_ON())                                                        \
+            ao_tr_memset((uintptr_t)d, n, (unsigned char)v, 1, stream_of(s, ptsz), false);         \
+        return r;                                                                                  \
     }
 MEMSET_ASYNC(cudaMemsetAsync, false)
 MEMSET_ASYNC(cudaMemsetAsync_ptsz, true)
@@ -198,8 +290,13 @@ static inline bool pitched2d_check(const void *d, size_t dp, const void *src, si
                                enum cudaMemcpyKind k)                                              \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(pitched2d_check(d, dp, src, sp, w, h, stream_of(NULL, ptsz), #name),        \
-                       ao_real.name(d, dp, src, sp, w, h, k));                                     \
+        cudaError_t r =                                                                            \
+            CHECKED(pitched2d_check(d, dp, src, sp, w, h, stream_of(NULL, ptsz), #name),           \
+                    ao_real.name(d, dp, src, sp, w, h, k));                                        \
+        if (r == cudaSuccess && AO_TR_ON())                                                        \
+            rec_copy(k, d, src, ao_tr_span(w, h, 1, dp, 0), ao_tr_span(w, h, 1, sp, 0),            \
+                     stream_of(NULL, ptsz), false, true);                                          \
+        return r;                                                                                  \
     }
 MEMCPY2D(cudaMemcpy2D, false)
 MEMCPY2D(cudaMemcpy2D_ptds, true)
@@ -209,8 +306,12 @@ MEMCPY2D(cudaMemcpy2D_ptds, true)
                                enum cudaMemcpyKind k, cudaStream_t s)                              \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(pitched2d_check(d, dp, src, sp, w, h, stream_of(s, ptsz), #name),           \
-                       ao_real.name(d, dp, src, sp, w, h, k, s));                                  \
+        cudaError_t r = CHECKED(pitched2d_check(d, dp, src, sp, w, h, stream_of(s, ptsz), #name),  \
+                                ao_real.name(d, dp, src, sp, w, h, k, s));                         \
+        if (r == cudaSuccess && AO_TR_ON())                                                        \
+            rec_copy(k, d, src, ao_tr_span(w, h, 1, dp, 0), ao_tr_span(w, h, 1, sp, 0),            \
+                     stream_of(s, ptsz), true, true);                                              \
+        return r;                                                                                  \
     }
 MEMCPY2D_ASYNC(cudaMemcpy2DAsync, false)
 MEMCPY2D_ASYNC(cudaMemcpy2DAsync_ptsz, true)
@@ -245,7 +346,9 @@ static inline bool memcpy3d_check(const struct cudaMemcpy3DParms *p, CUstream s,
     AO_EXPORT cudaError_t name(const struct cudaMemcpy3DParms *p)                                  \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(memcpy3d_check(p, stream_of(NULL, ptsz), #name), ao_real.name(p));          \
+        cudaError_t r = CHECKED(memcpy3d_check(p, stream_of(NULL, ptsz), #name), ao_real.name(p)); \
+        if (r == cudaSuccess && p && AO_TR_ON()) rec_copy3d(p, stream_of(NULL, ptsz), false);      \
+        return r;                                                                                  \
     }
 MEMCPY3D(cudaMemcpy3D, false)
 MEMCPY3D(cudaMemcpy3D_ptds, true)
@@ -254,7 +357,9 @@ MEMCPY3D(cudaMemcpy3D_ptds, true)
     AO_EXPORT cudaError_t name(const struct cudaMemcpy3DParms *p, cudaStream_t s)                  \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(memcpy3d_check(p, stream_of(s, ptsz), #name), ao_real.name(p, s));          \
+        cudaError_t r = CHECKED(memcpy3d_check(p, stream_of(s, ptsz), #name), ao_real.name(p, s)); \
+        if (r == cudaSuccess && p && AO_TR_ON()) rec_copy3d(p, stream_of(s, ptsz), true);          \
+        return r;                                                                                  \
     }
 MEMCPY3D_ASYNC(cudaMemcpy3DAsync, false)
 MEMCPY3D_ASYNC(cudaMemcpy3DAsync_ptsz, true)
@@ -263,16 +368,22 @@ MEMCPY3D_ASYNC(cudaMemcpy3DAsync_ptsz, true)
 AO_EXPORT cudaError_t cudaMemcpyPeer(void *d, int dd, const void *src, int sd, size_t n)
 {
     NEED(cudaMemcpyPeer);
-    return CHECKED(ranges_check(d, src, n, stream_of(NULL, false), "cudaMemcpyPeer"),
-                   ao_real.cudaMemcpyPeer(d, dd, src, sd, n));
+    cudaError_t r = CHECKED(ranges_check(d, src, n, stream_of(NULL, false), "cudaMemcpyPeer"),
+                            ao_real.cudaMemcpyPeer(d, dd, src, sd, n));
+    if (r == cudaSuccess && AO_TR_ON())
+        rec_copy(cudaMemcpyDeviceToDevice, d, src, n, 0, stream_of(NULL, false), false, false);
+    return r;
 }
 
 AO_EXPORT cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *src, int sd, size_t n,
                                           cudaStream_t s)
 {
     NEED(cudaMemcpyPeerAsync);
-    return CHECKED(ranges_check(d, src, n, stream_of(s, false), "cudaMemcpyPeerAsync"),
-                   ao_real.cudaMemcpyPeerAsync(d, dd, src, sd, n, s));
+    cudaError_t r = CHECKED(ranges_check(d, src, n, stream_of(s, false), "cudaMemcpyPeerAsync"),
+                            ao_real.cudaMemcpyPeerAsync(d, dd, src, sd, n, s));
+    if (r == cudaSuccess && AO_TR_ON())
+        rec_copy(cudaMemcpyDeviceToDevice, d, src, n, 0, stream_of(s, false), true, false);
+    return r;
 }
 
 static inline bool memset3d_check(struct cudaPitchedPtr p, struct cudaExtent e, CUstream s,
@@ -290,8 +401,13 @@ static inline bool memset3d_check(struct cudaPitchedPtr p, struct cudaExtent e, 
     AO_EXPORT cudaError_t name(void *d, size_t p, int v, size_t w, size_t h)                       \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(pitched2d_check(d, p, NULL, 0, w, h, stream_of(NULL, ptsz), #name),         \
-                       ao_real.name(d, p, v, w, h));                                               \
+        cudaError_t r =                                                                            \
+            CHECKED(pitched2d_check(d, p, NULL, 0, w, h, stream_of(NULL, ptsz), #name),            \
+                    ao_real.name(d, p, v, w, h));                                                  \
+        if (r == cudaSuccess && AO_TR_ON())                                                        \
+            ao_tr_memset((uintptr_t)d, ao_tr_span(w, h, 1, p, 0), (unsigned char)v, 1,             \
+                         stream_of(NULL, ptsz), true);                                             \
+        return r;                                                                                  \
     }
 MEMSET2D(cudaMemset2D, false)
 MEMSET2D(cudaMemset2D_ptds, true)
@@ -300,8 +416,12 @@ MEMSET2D(cudaMemset2D_ptds, true)
     AO_EXPORT cudaError_t name(void *d, size_t p, int v, size_t w, size_t h, cudaStream_t s)       \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(pitched2d_check(d, p, NULL, 0, w, h, stream_of(s, ptsz), #name),            \
-                       ao_real.name(d, p, v, w, h, s));                                            \
+        cudaError_t r = CHECKED(pitched2d_check(d, p, NULL, 0, w, h, stream_of(s, ptsz), #name),   \
+                                ao_real.name(d, p, v, w, h, s));                                   \
+        if (r == cudaSuccess && AO_TR_ON())                                                        \
+            ao_tr_memset((uintptr_t)d, ao_tr_span(w, h, 1, p, 0), (unsigned char)v, 1,             \
+                         stream_of(s, ptsz), true);                                                \
+        return r;                                                                                  \
     }
 MEMSET2D_ASYNC(cudaMemset2DAsync, false)
 MEMSET2D_ASYNC(cudaMemset2DAsync_ptsz, true)
@@ -310,7 +430,10 @@ MEMSET2D_ASYNC(cudaMemset2DAsync_ptsz, true)
     AO_EXPORT cudaError_t name(struct cudaPitchedPtr p, int v, struct cudaExtent e)                \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(memset3d_check(p, e, stream_of(NULL, ptsz), #name), ao_real.name(p, v, e)); \
+        cudaError_t r =                                                                            \
+            CHECKED(memset3d_check(p, e, stream_of(NULL, ptsz), #name), ao_real.name(p, v, e));    \
+        if (r == cudaSuccess && AO_TR_ON()) rec_memset3d(p, v, e, stream_of(NULL, ptsz));          \
+        return r;                                                                                  \
     }
 MEMSET3D(cudaMemset3D, false)
 MEMSET3D(cudaMemset3D_ptds, true)
@@ -320,8 +443,10 @@ MEMSET3D(cudaMemset3D_ptds, true)
                                cudaStream_t s)                                                     \
     {                                                                                              \
         NEED(name);                                                                                \
-        return CHECKED(memset3d_check(p, e, stream_of(s, ptsz), #name),                            \
-                       ao_real.name(p, v, e, s));                                                  \
+        cudaError_t r =                                                                            \
+            CHECKED(memset3d_check(p, e, stream_of(s, ptsz), #name), ao_real.name(p, v, e, s));    \
+        if (r == cudaSuccess && AO_TR_ON()) rec_memset3d(p, v, e, stream_of(s, ptsz));             \
+        return r;                                                                                  \
     }
 MEMSET3D_ASYNC(cudaMemset3DAsync, false)
 MEMSET3D_ASYNC(cudaMemset3DAsync_ptsz, true)
@@ -329,6 +454,7 @@ MEMSET3D_ASYNC(cudaMemset3DAsync_ptsz, true)
 AO_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
     NEED(cudaStreamDestroy);
+    if (s && AO_TR_ON()) ao_tr_stream_destroyed((CUstream)s);
     if (!ao_engine_off && s) ao_engine_forget_stream((CUstream)s);
     return AO_REAL_CALL(ao_real.cudaStreamDestroy(s));
 }

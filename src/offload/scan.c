@@ -39,10 +39,14 @@ static const ao_layout_t *lookup(const void *k)
     return NULL;
 }
 
-static void insert(const void *k, const ao_layout_t *v)
+// The layout now cached for k: v, or the one another thread cached first
+// (v is then dropped), so that every thread shares one layout per handle
+// (the step trace's kernel id lives in it). A full cache keeps v uncached.
+static const ao_layout_t *insert(const void *k, ao_layout_t *v)
 {
     pthread_mutex_lock(&cache_mu);
-    if (cached < CACHE_SLOTS * 3 / 4 && !lookup(k)) {
+    const ao_layout_t *had = lookup(k);
+    if (!had && cached < CACHE_SLOTS * 3 / 4) {
         unsigned i = slot_of(k);
         while (cache[i].key)
             i = (i + 1) & (CACHE_SLOTS - 1);
@@ -51,17 +55,20 @@ static void insert(const void *k, const ao_layout_t *v)
         cached++;
     }
     pthread_mutex_unlock(&cache_mu);
+    if (!had) return v;
+    free(v);
+    return had;
 }
 
 // --- building a layout from the driver's parameter info ------------------------------------
 // The driver says each parameter's offset and size, not its type, and has
 // no count call before CUDA 13.2: ask until it reports an invalid index.
-static ao_layout_t *build(const void *h, int kind)
+static ao_layout_t *build(const void *h, int kind, bool info)
 {
     enum { MAXP = 1024 };
     uint32_t n = 0, nwords = 0, packed = 0;
     ao_word_t words[MAXP];
-    for (;; n++) {
+    for (; info; n++) {
         size_t o = 0, sz = 0;
         CUresult r = kind == AO_FN_KERNEL ? ao_real.cuKernelGetParamInfo((CUkernel)h, n, &o, &sz)
                                           : ao_real.cuFuncGetParamInfo((CUfunction)h, n, &o, &sz);
@@ -76,6 +83,7 @@ static ao_layout_t *build(const void *h, int kind)
     if (!L) return NULL;
     L->nparams = n;
     L->packed_size = packed;
+    L->trace_id = L->trace_launches = 0;
     L->nwords = nwords;
     memcpy(L->w, words, nwords * sizeof *words);
     const char *name = NULL;
@@ -88,17 +96,11 @@ static ao_layout_t *build(const void *h, int kind)
     return L;
 }
 
-const ao_layout_t *ao_layout(const void *fn, int kind)
+const ao_layout_t *ao_layout_get(const void *fn, int kind)
 {
     const ao_layout_t *L = lookup(fn);
-    if (L) return L->nwords || L->nparams ? L : NULL;
+    if (L) return L;
     if (!ao_real_driver()) return NULL;
-    static int no_info;
-    if (!ao_real.cuFuncGetParamInfo || !ao_real.cuKernelGetParamInfo) {
-        ao_warn_once(&no_info, "the driver gives no kernel parameter info: launches are not "
-                               "checked, the layer schedule alone decides");
-        return NULL;
-    }
     const void *h = fn;
     if (kind == AO_FN_HOST) {
         // A runtime host stub: the runtime knows its function.
@@ -110,8 +112,26 @@ const ao_layout_t *ao_layout(const void *fn, int kind)
         h = f;
         kind = AO_FN_FUNC;
     }
-    ao_layout_t *built = build(h, kind);
+    // Without parameter info (a driver before 12.4) the layout has no
+    // words: the scan skips the kernel, the step trace still names it.
+    bool info = ao_real.cuFuncGetParamInfo && ao_real.cuKernelGetParamInfo;
+    ao_layout_t *built = build(h, kind, info);
     if (!built) return NULL;
-    insert(fn, built);
-    return built->nwords || built->nparams ? built : NULL;
+    return insert(fn, built);
+}
+
+const ao_layout_t *ao_layout(const void *fn, int kind)
+{
+    const ao_layout_t *L = lookup(fn);
+    if (!L) {
+        if (!ao_real_driver()) return NULL;
+        static int no_info;
+        if (!ao_real.cuFuncGetParamInfo || !ao_real.cuKernelGetParamInfo) {
+            ao_warn_once(&no_info, "the driver gives no kernel parameter info: launches are not "
+                                   "checked, the layer schedule alone decides");
+            return NULL;
+        }
+        L = ao_layout_get(fn, kind);
+    }
+    return L && (L->nwords || L->nparams) ? L : NULL;
 }

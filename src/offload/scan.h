@@ -34,13 +34,23 @@ typedef struct ao_layout_s {
     const char *name; // for the report; "?" if the driver could not say
     uint32_t nparams, packed_size;
     uint32_t nwords;
+    // The step trace's (steptrace/): the kernel's id in AOSHIM_RECORD's
+    // file, 0 until declared, and its launches recorded (for the sampled
+    // timing). Atomics: the layout is shared by every launching thread.
+    uint32_t trace_id, trace_launches;
     ao_word_t w[];
 } ao_layout_t;
 
 // The layout of a kernel, cached per handle (host stub, CUfunction or
-// CUkernel). NULL when the driver has no parameter info (said once).
+// CUkernel). NULL when the driver has no parameter info (said once) or the
+// kernel has no parameters: nothing to scan.
 enum ao_fn_kind { AO_FN_HOST, AO_FN_FUNC, AO_FN_KERNEL };
 const ao_layout_t *ao_layout(const void *fn, int kind);
+// The same cache entry whatever the kernel's parameters (the step trace
+// names every kernel): with no parameter info, a layout with no words. NULL
+// only when there is no driver or the runtime cannot say which function a
+// host stub is.
+const ao_layout_t *ao_layout_get(const void *fn, int kind);
 
 // Slow path for one word: drop the busy mark, let the engine act, mark again.
 static inline void ao_scan_slow(uint64_t w, CUstream s, const char *what)

@@ -60,7 +60,7 @@ bool ao_report_path(const char *pattern, char *out, size_t size)
 // A file that cannot be written is said once over the run: a later failure
 // (the exit after an aoshim_report_now that failed) says nothing more.
 static const char *const path_vars[] = {"AOSHIM_REPORT", "AOSHIM_TRACE", "AOSHIM_REPORT_HTML",
-                                        "AOSHIM_CONTROL_LOG"};
+                                        "AOSHIM_CONTROL_LOG", "AOSHIM_RECORD"};
 static bool warned[sizeof path_vars / sizeof *path_vars];
 
 void ao_report_path_warn(const char *var, const char *fmt, ...)
@@ -107,12 +107,12 @@ static bool refused_kind(bool in_place, mode_t m)
 int ao_report_check_paths(bool reports, char *err, size_t errlen)
 {
     const char **field[] = {&ao_config.report, &ao_config.trace, &ao_config.report_html,
-                            &ao_config.control_log};
+                            &ao_config.control_log, &ao_config.record};
     for (size_t i = 0; i < sizeof field / sizeof *field; i++) {
         char path[4096], dir[4096], shown[256], shown_path[256];
         const char *pattern = *field[i];
         if (!pattern || (i < 3 && !reports)) continue;
-        bool in_place = i == 3; // the control log
+        bool in_place = i >= 3; // the control log and the step trace, written as they go
         // Escaped as a bad value is (config.c): one line whatever the name holds.
         ao_escape(shown, sizeof shown, pattern, strlen(pattern), true);
         if (!ao_report_path(pattern, path, sizeof path)) {

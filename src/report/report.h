@@ -145,9 +145,10 @@ bool ao_report_path(const char *pattern, char *out, size_t size);
 // unwritable file gives one warning.
 void ao_report_all(bool summary);
 // At load: whether each file asked for (the reports when reports is true,
-// and AOSHIM_CONTROL_LOG) can be created, its directory existing and
-// writable after %p/%r/%h expansion and nothing but a regular file at its
-// name (a device too for the control log), so a bad name is found at start,
+// AOSHIM_CONTROL_LOG and AOSHIM_RECORD) can be created, its directory existing
+// and writable after %p/%r/%h expansion and nothing but a regular file at its
+// name (a device too for the control log and the step trace, which are
+// written in place as the program runs), so a bad name is found at start,
 // not after a long run. Creates nothing. 0, or -1 with err holding the one
 // line "aoshim: error: AOSHIM_X='v': cannot write <path>: <why>" (the
 // caller exits 2, as for a bad value).

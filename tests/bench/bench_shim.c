@@ -2,15 +2,23 @@
 // bench_shim: the real (wall-clock) nanoseconds libaoshim.so adds to the
 // calls it intercepts, against the simulator's own cost for the same call.
 //
-// The program re-executes itself three times on the simulated GPU (no-data
-// mode): without the shim, with LD_PRELOAD=libaoshim.so, and with the shim
-// loaded but AOSHIM_ENABLE=0. Each child prints medians; the parent prints
+// The program re-executes itself five times on the simulated GPU (no-data
+// mode): without the shim, with LD_PRELOAD=libaoshim.so, with the shim
+// loaded but AOSHIM_ENABLE=0, and those two again with AOSHIM_RECORD set
+// (the step trace written to a temporary file). Each child prints medians; the parent prints
 // them and the differences, as key=value lines (each child runs ROUNDS times,
 // interleaved; the lowest median is kept):
 //   sim_*_ns          the simulator alone
 //   shim_*_ns         the same call under the shim
 //   shim_*_extra_ns   shim - sim (what aoshim adds), and *_ratio = shim/sim
 //   disabled_*        the same under AOSHIM_ENABLE=0
+//   record_*          the shim recording (AOSHIM_RECORD), extra against the
+//                     shim not recording: the median is what the calling
+//                     thread pays per call (the trace's compression runs on
+//                     its writer thread); *_mean_ns the mean over all calls,
+//                     which also holds the waits for a writer that cannot
+//                     keep up with calls this fast (its throughput bound)
+//   record_only_*     recording with AOSHIM_ENABLE=0, against AOSHIM_ENABLE=0
 //   inproc_*_extra_ns the runtime-level hook's own cost, inside one process:
 //                     hooked and direct runtime calls in alternating batches.
 //                     The direct call still passes through aoshim's driver
@@ -75,6 +83,14 @@ static uint64_t median(uint64_t *v)
 {
     qsort(v, BATCHES, sizeof *v, cmp_u64);
     return v[BATCHES / 2];
+}
+
+static uint64_t mean(const uint64_t *v)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < BATCHES; i++)
+        sum += v[i];
+    return sum / BATCHES;
 }
 
 static void check(cudaError_t e, const char *what)
@@ -178,6 +194,7 @@ static int child(void)
                   "cudaLaunchKernel");
         t[b] = (now_ns() - t0) / BATCH;
     }
+    printf("launch_mean=%llu\n", (unsigned long long)mean(t));
     printf("launch=%llu\n", (unsigned long long)median(t));
 
     void *p;
@@ -227,12 +244,13 @@ static int child(void)
 
 // --- the parent ------------------------------------------------------------------------------
 typedef struct figures_s {
-    unsigned long long launch, passthrough_alloc, tracked_alloc, tracked_buffers;
+    unsigned long long launch, launch_mean, passthrough_alloc, tracked_alloc, tracked_buffers;
     long long inproc_launch, inproc_alloc; // in-process A/B under the shim
     bool have_inproc;
 } figures_t;
 
-static int run_child(const char *self, const char *shim, bool enable, figures_t *f)
+static int run_child(const char *self, const char *shim, bool enable, const char *record,
+                     figures_t *f)
 {
     int fd[2];
     if (pipe(fd) != 0) return -1;
@@ -255,6 +273,10 @@ static int run_child(const char *self, const char *shim, bool enable, figures_t 
             setenv("AOSHIM_ENABLE", "0", 1);
         else
             unsetenv("AOSHIM_ENABLE");
+        if (record)
+            setenv("AOSHIM_RECORD", record, 1);
+        else
+            unsetenv("AOSHIM_RECORD");
         // The static policy, under which the README's figures were taken:
         // 'auto', the default, also records timing events at every layer
         // boundary and plans at every step's end.
@@ -277,7 +299,8 @@ static int run_child(const char *self, const char *shim, bool enable, figures_t 
     }
     memset(f, 0, sizeof *f);
     const char *p;
-    if ((p = strstr(out, "launch="))) f->launch = strtoull(p + 7, NULL, 10);
+    if ((p = strstr(out, "\nlaunch="))) f->launch = strtoull(p + 8, NULL, 10);
+    if ((p = strstr(out, "launch_mean="))) f->launch_mean = strtoull(p + 12, NULL, 10);
     if ((p = strstr(out, "passthrough_alloc="))) f->passthrough_alloc = strtoull(p + 18, NULL, 10);
     if ((p = strstr(out, "tracked_alloc="))) f->tracked_alloc = strtoull(p + 14, NULL, 10);
     if ((p = strstr(out, "tracked_buffers="))) f->tracked_buffers = strtoull(p + 16, NULL, 10);
@@ -322,23 +345,33 @@ int main(int argc, char **argv)
     // Whole processes differ by hundreds of ns per call (placement, caches,
     // a busy machine): interleave the three configurations and keep, per
     // figure, the lowest median, the run least disturbed.
-    figures_t sim, with, off;
+    figures_t sim, with, off, rec, rec_off;
     memset(&sim, 0xff, sizeof sim);
     memset(&with, 0xff, sizeof with);
     memset(&off, 0xff, sizeof off);
+    memset(&rec, 0xff, sizeof rec);
+    memset(&rec_off, 0xff, sizeof rec_off);
     long long in_launch[ROUNDS], in_alloc[ROUNDS];
     int nin = 0;
+    char tmp[] = "/tmp/aoshim-bench-shim.XXXXXX", trace[sizeof tmp + 16];
+    if (!mkdtemp(tmp)) return 1;
+    snprintf(trace, sizeof trace, "%s/t.gz", tmp);
     for (int r = 0; r < ROUNDS; r++) {
-        figures_t f[3];
+        figures_t f[5];
         memset(f, 0, sizeof f);
-        if (run_child(self, NULL, true, &f[0]) || run_child(self, shim, true, &f[1]) ||
-            run_child(self, shim, false, &f[2]))
+        if (run_child(self, NULL, true, NULL, &f[0]) ||
+            run_child(self, shim, true, NULL, &f[1]) ||
+            run_child(self, shim, false, NULL, &f[2]) ||
+            run_child(self, shim, true, trace, &f[3]) ||
+            run_child(self, shim, false, trace, &f[4]))
             return 1;
-        figures_t *acc[3] = {&sim, &with, &off};
-        for (int i = 0; i < 3; i++) {
+        unlink(trace);
+        figures_t *acc[5] = {&sim, &with, &off, &rec, &rec_off};
+        for (int i = 0; i < 5; i++) {
 #define MIN_(field)                                                                                \
     if (f[i].field < acc[i]->field) acc[i]->field = f[i].field
             MIN_(launch);
+            MIN_(launch_mean);
             MIN_(passthrough_alloc);
             MIN_(tracked_alloc);
 #undef MIN_
@@ -359,6 +392,16 @@ int main(int argc, char **argv)
     line("launch", sim.launch, off.launch, "disabled");
     line("passthrough_alloc", sim.passthrough_alloc, off.passthrough_alloc, "disabled");
     line("tracked_alloc", sim.tracked_alloc, off.tracked_alloc, "disabled");
+    rmdir(tmp);
+    // The recording against the same configuration not recording.
+    line("launch", with.launch, rec.launch, "record");
+    printf("record_launch_mean_ns=%llu\n", rec.launch_mean);
+    printf("record_launch_mean_extra_ns=%lld\n",
+           (long long)rec.launch_mean - (long long)with.launch_mean);
+    line("passthrough_alloc", with.passthrough_alloc, rec.passthrough_alloc, "record");
+    line("tracked_alloc", with.tracked_alloc, rec.tracked_alloc, "record");
+    line("launch", off.launch, rec_off.launch, "record_only");
+    line("passthrough_alloc", off.passthrough_alloc, rec_off.passthrough_alloc, "record_only");
     if (nin) {
         // The in-process A/B figures, median over the rounds: the precise ones.
         qsort(in_launch, (size_t)nin, sizeof *in_launch, cmp_i64);

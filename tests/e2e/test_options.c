@@ -301,6 +301,14 @@ static void build_table(void)
     // %p: the child's own pid, which the test knows (exec keeps it).
     add("AOSHIM_CONTROL_LOG", "/nonexistent-aoshim/%p/ctl.log", "/nonexistent-aoshim/%p/ctl.log",
         "cannot write /nonexistent-aoshim/@P/ctl.log: No such file or directory");
+    // AOSHIM_RECORD: written in place as the control log is, checked with the
+    // engine on or off.
+    add("AOSHIM_RECORD", "/nonexistent-aoshim/%p/t.gz", "/nonexistent-aoshim/%p/t.gz",
+        "cannot write /nonexistent-aoshim/@P/t.gz: No such file or directory");
+    add("AOSHIM_RECORD", "@D/fifo", "@D/fifo",
+        "cannot write @D/fifo: it is a FIFO; only a regular file or a device is written");
+    add("AOSHIM_RECORD", "@D", "@D",
+        "cannot write @D: it is a directory; only a regular file or a device is written");
 }
 
 // The shown form of a value (ao_escape's rules, here for the one fixture
@@ -326,7 +334,7 @@ Test(options, malformed_values_exit_2_with_one_line, .timeout = 120)
         "AOSHIM_ENABLE",      "AOSHIM_OFFLOAD_LAYERS", "AOSHIM_PREFETCH", "AOSHIM_MIN_BYTES",
         "AOSHIM_HOST_LIMIT",  "AOSHIM_VERBOSE",        "AOSHIM_QUIET",    "AOSHIM_REPORT",
         "AOSHIM_TRACE",       "AOSHIM_REPORT_HTML",    "AOSHIM_STACKS",   "AOSHIM_CHECK",
-        "AOSHIM_CONTROL_LOG", "AOSHIM_TORCH",          "AOSHIM_SCHEDULE"};
+        "AOSHIM_CONTROL_LOG", "AOSHIM_TORCH",          "AOSHIM_SCHEDULE", "AOSHIM_RECORD"};
     for (size_t v = 0; v < sizeof vars / sizeof *vars; v++) {
         size_t n = 0;
         for (size_t i = 0; i < ntable; i++)
@@ -389,6 +397,7 @@ Test(options, good_values_run_the_program)
         {"AOSHIM_REPORT", "/tmp/aoshim-options-%p.json"},
         {"AOSHIM_REPORT", ""},
         {"AOSHIM_CONTROL_LOG", "/dev/null"},
+        {"AOSHIM_RECORD", "/tmp/aoshim-options-%p.gz"}, // no CUDA call: no file, no line
     };
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         run_t r;

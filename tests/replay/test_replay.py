@@ -305,6 +305,41 @@ def group_data():
             expect(rc == 0 and fig.get("wrong") == 0, f"{what}: exit {rc}, wrong={fig.get('wrong')}")
 
 
+def group_recorded():
+    """A train_step step recorded with AOSHIM_RECORD (record only, and under
+    'all' offloading, and PyTorch-like), replayed without aoshim: the same
+    allocation-level peak and the same number of kernel launches as the run
+    that was recorded."""
+    ts = os.environ["AO_TRAIN_STEP"]
+    sim = os.path.join(BUILD, "tests", "sim")
+    for args, aoenv in ((["--nodata"], [("AOSHIM_ENABLE", "0")]),
+                        (["--nodata"], [("AOSHIM_OFFLOAD_LAYERS", "all")]),
+                        (["--nodata", "--pytorch"], [("AOSHIM_ENABLE", "0")])):
+        with tempfile.TemporaryDirectory() as d:
+            tr = os.path.join(d, "step.trace")
+            e = {k: v for k, v in os.environ.items()
+                 if not k.startswith(("AOSHIM_", "SIM_")) and k != "LD_PRELOAD"}
+            e.update(dict(aoenv), AOSHIM_RECORD=tr, AOSHIM_QUIET="1", LD_PRELOAD=SHIM,
+                     LD_LIBRARY_PATH=sim)
+            p = subprocess.run([ts, "--steps", "1", *args], env=e, capture_output=True,
+                               text=True, timeout=120)
+            what = f"train_step {' '.join(args)} {aoenv}"
+            status = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+            m = re.search(r"alloc_peak_bytes=(\d+)", status)
+            launches = re.search(r"^simgpu: .* launches=(\d+)", p.stderr, re.M)
+            expect(p.returncode == 0 and m and launches, f"{what}: {status} {p.stderr[-300:]}")
+            if not (m and launches):
+                continue
+            rc, fig, err = run(tr)
+            ok_clean(fig, f"{what}, replayed")
+            expect(fig["peak_device_bytes"] == int(m.group(1)),
+                   f"{what}: replay's peak {fig['peak_device_bytes']}, the run's {m.group(1)}")
+            rl = re.search(r"^simgpu: .* launches=(\d+)", err, re.M)
+            expect(rl and rl.group(1) == launches.group(1),
+                   f"{what}: replay launched {rl.group(1) if rl else '?'}, the run "
+                   f"{launches.group(1)}")
+
+
 GROUPS = {n[6:]: f for n, f in globals().items() if n.startswith("group_")}
 
 

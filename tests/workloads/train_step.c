@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 // --- configuration -----------------------------------------------------------
 typedef struct cfg_s {
@@ -721,8 +722,10 @@ static void usage_help(void)
           "                      gradients made by the backward and freed each step, Adam's\n"
           "                      states, and the optimizer's multi-tensor fp32 transient\n"
           "Before the result, one line per step: train_step step=N seq=S\n"
-          "peak_device_bytes=P step_ns=T alloc_peak_bytes=A (P: the step's own peak on the\n"
-          "device, setup excluded; A: the most the program had allocated at once in it).\n"
+          "peak_device_bytes=P step_ns=T alloc_peak_bytes=A wall_ns=W launches=L (P: the step's\n"
+          "own peak on the device, setup excluded; T simulated, W the host's wall clock, both\n"
+          "for the step to its last synchronisation; A: the most the program had allocated at\n"
+          "once in it; L the step's kernel launches).\n"
           "Exit status: 0 ok, 1 CUDA error (status=error), 2 bad option, 3 out of device\n"
           "memory (status=oom). The last stdout line is the machine-readable result.\n",
           stdout);
@@ -1036,6 +1039,15 @@ static void alloc_inputs(void)
     if (again) static_bytes = keep;
 }
 
+// The host's own clock, for the step's wall time (benchmarks compare it
+// across runs; the simulated step_ns is the same in every run).
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 // --- main ----------------------------------------------------------------------------
 int main(int argc, char **argv)
 {
@@ -1118,16 +1130,18 @@ int main(int argc, char **argv)
         if (e != 0) die_cuda("simrtResetPeak", (cudaError_t)e);
         stat_peak(&st);
         alloc_peak = live_bytes;
-        uint64_t t0 = st.elapsed_ns;
+        uint64_t t0 = st.elapsed_ns, launches0 = st.launches, w0 = wall_ns();
         run_step();
         CK(cudaStreamSynchronize(stream));
+        uint64_t wall = wall_ns() - w0;
         uint64_t step_peak = stat_peak(&st);
         step_ns = st.elapsed_ns - t0;
         if (step_peak > run_peak) run_peak = step_peak;
         if (alloc_peak > run_alloc_peak) run_alloc_peak = alloc_peak;
         printf("train_step step=%d seq=%d peak_device_bytes=%" PRIu64 " step_ns=%" PRIu64
-               " alloc_peak_bytes=%" PRIu64 "\n",
-               cur_step + 1, cur_seq, step_peak, step_ns, alloc_peak);
+               " alloc_peak_bytes=%" PRIu64 " wall_ns=%" PRIu64 " launches=%" PRIu64 "\n",
+               cur_step + 1, cur_seq, step_peak, step_ns, alloc_peak, wall,
+               st.launches - launches0);
     }
     cur_step = cfg.steps - 1;
 
