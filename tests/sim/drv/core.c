@@ -254,7 +254,7 @@ void sim_exit_line(void)
                 "elapsed_ns=%llu busy_compute_ns=%llu busy_d2h_ns=%llu busy_h2d_ns=%llu "
                 "launches=%llu pin_calls=%llu mem_create=%llu address_reserve=%llu "
                 "set_access=%llu live_handles=%llu live_mappings=%llu live_pinned_bytes=%llu "
-                "pool_reserved_bytes=%llu peak_in_use_bytes=%llu%s",
+                "pool_reserved_bytes=%llu peak_in_use_bytes=%llu peak_pool_unused_bytes=%llu%s",
                 (unsigned long long)sim_mem_peak_bytes(),
                 (unsigned long long)sim_mem_current_bytes(), (unsigned long long)sim_st.races,
                 (unsigned long long)sim_st.faults, (unsigned long long)elapsed_now(),
@@ -265,7 +265,8 @@ void sim_exit_line(void)
                 (unsigned long long)sim_st.set_access_calls, (unsigned long long)handles,
                 (unsigned long long)mappings, (unsigned long long)pinned,
                 (unsigned long long)sim_mem_pool_reserved_bytes(),
-                (unsigned long long)sim_mem_peak_in_use_bytes(), deinit);
+                (unsigned long long)sim_mem_peak_in_use_bytes(),
+                (unsigned long long)sim_mem_peak_pool_unused_bytes(), deinit);
     }
     // After the exit line, and even with SIM_QUIET=1: a test that asked for
     // failures always learns which fired (SIM_QUIET silences the statistics,
@@ -1048,6 +1049,7 @@ SIM_EXPORT CUresult simGetStats(sim_stats_t *out)
     sim_mem_live(&out->live_handles, &out->live_mappings, &out->live_pinned_bytes);
     out->pool_reserved_bytes = sim_mem_pool_reserved_bytes();
     out->peak_in_use_bytes = sim_mem_peak_in_use_bytes();
+    out->peak_pool_unused_bytes = sim_mem_peak_pool_unused_bytes();
     SIM_RET(CUDA_SUCCESS);
 }
 

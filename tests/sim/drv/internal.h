@@ -318,6 +318,9 @@ void sim_mem_reset_peak(void);
 uint64_t sim_mem_peak_in_use_bytes(void);
 void sim_mem_reset_peak_in_use(void);
 uint64_t sim_mem_pool_reserved_bytes(void);
+// The pools' reserved-but-unused bytes when the peak was last raised (set
+// back with it by sim_mem_reset_peak).
+uint64_t sim_mem_peak_pool_unused_bytes(void);
 // After a successful stream, event or context synchronize (the host has
 // joined what it waited for): each pool releases what the calling thread has
 // seen unused above its release threshold, and plain memory freed in stream

@@ -334,6 +334,16 @@ static size_t ndeferred, capdeferred;
 // peak_in_use_bytes). simResetStats resets it, simResetPeak does not.
 static uint64_t in_use_peak;
 
+// The pool's reserved-but-unused bytes at the moment peak_bytes was last
+// raised (the exit line's peak_pool_unused_bytes): how much of the peak was
+// the pool's slack, not live allocations. Set back with the peak.
+static uint64_t peak_pool_unused;
+
+static uint64_t pool_unused_now(void)
+{
+    return default_pool.reserved - default_pool.used;
+}
+
 bool sim_mem_in_region(uint64_t addr)
 {
     return addr >= region_base && addr < region_end;
@@ -349,6 +359,11 @@ uint64_t sim_mem_peak_bytes(void)
 void sim_mem_reset_peak(void)
 {
     peak_bytes = cur_bytes;
+    peak_pool_unused = pool_unused_now();
+}
+uint64_t sim_mem_peak_pool_unused_bytes(void)
+{
+    return peak_pool_unused;
 }
 uint64_t sim_mem_peak_in_use_bytes(void)
 {
@@ -378,7 +393,12 @@ static bool cap_take(uint64_t n)
 {
     if (!cap_fits(n)) return false;
     cur_bytes += n;
-    if (cur_bytes > peak_bytes) peak_bytes = cur_bytes;
+    if (cur_bytes > peak_bytes) {
+        peak_bytes = cur_bytes;
+        // A chunk taken for an allocation (pool_grow) is not in the pool's
+        // reserve yet: alloc_async sets this again once the block is in it.
+        peak_pool_unused = pool_unused_now();
+    }
     // cuMemGetInfo's total - free is cur_bytes: every change of it comes
     // through here and cap_give, and only a rise can set a new mark.
     if (cur_bytes > in_use_peak) in_use_peak = cur_bytes;
@@ -997,6 +1017,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, struct CUmemPool
     sim_op_t op;
     r = sim_op_begin(&op, s, SIM_ENG_NONE, 0, "cuMemAllocAsync", NULL);
     if (r) SIM_RET(r);
+    uint64_t peak0 = peak_bytes;
     if (!reuse) {
         if (!pool_grow(p, chunk, &ci)) SIM_RET(CUDA_ERROR_OUT_OF_MEMORY); // address space
         a = p->chunks[ci].addr;
@@ -1004,6 +1025,9 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, struct CUmemPool
     pool_take(p, ci, a, span);
     p->used += span;
     if (p->used > p->used_high) p->used_high = p->used;
+    // The new chunk raised the peak: its slack is what the block left of it
+    // (and of the rest of the reserve), counted with the block in place.
+    if (peak_bytes > peak0) peak_pool_unused = pool_unused_now();
     rec_new(dptr, a, span, bytesize, REC_ASYNC);
     SIM_RET(CUDA_SUCCESS);
 }

@@ -107,6 +107,9 @@ typedef struct sim_stats_s {
     uint64_t pool_reserved_bytes;  // held by memory pools now, used or not (state)
     uint64_t peak_in_use_bytes;    // high-water mark of cuMemGetInfo's total - free
                                    // (simResetStats resets it, simResetPeak does not)
+    uint64_t peak_pool_unused_bytes; // the pools' reserved-but-unused bytes at the moment
+                                     // peak_device_bytes was last raised (set back with
+                                     // the peak: simResetPeak, simResetStats)
 } sim_stats_t;
 
 // --- driver level (libcuda.so.1) ---

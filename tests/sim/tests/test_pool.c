@@ -431,6 +431,48 @@ Test(pool, attributes_and_watermarks_agree, .init = setup)
     (void)a;
 }
 
+// peak_pool_unused_bytes: how much of the peak was the pool's slack (its
+// reserve less its live blocks) when the peak was last raised.
+Test(pool, peak_pool_unused_is_the_slack_at_the_peak, .init = setup)
+{
+    threshold(UINT64_MAX);
+    // A new chunk raises the peak: its slack is what the block leaves of it.
+    CUdeviceptr a = alloc_on(s, 3 * MiB);
+    sim_stats_t st = stats();
+    cr_assert_eq(st.peak_device_bytes, 4 * MiB);
+    cr_assert_eq(st.peak_pool_unused_bytes, 1 * MiB, "the 4 MiB chunk less the 3 MiB block");
+    // A peak reached while the pool holds the freed block: all its chunk.
+    cr_assert_eq(cuMemFreeAsync(a, s), CUDA_SUCCESS);
+    cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(RESERVED(), 4 * MiB, "kept: the threshold is above it");
+    CUdeviceptr p;
+    cr_assert_eq(cuMemAlloc(&p, 2 * MiB), CUDA_SUCCESS);
+    st = stats();
+    cr_assert_eq(st.peak_device_bytes, 6 * MiB);
+    cr_assert_eq(st.peak_pool_unused_bytes, 4 * MiB, "the freed block's chunk");
+    // Reused for a block, the chunk is no slack, but the peak is not raised
+    // again: the figure stays the one of the peak.
+    CUdeviceptr b = alloc_on(s, 4 * MiB);
+    st = stats();
+    cr_assert_eq(st.peak_device_bytes, 6 * MiB);
+    cr_assert_eq(st.peak_pool_unused_bytes, 4 * MiB);
+    // simResetPeak sets it back with the peak: the peak is now, no slack.
+    cr_assert_eq(simResetPeak(), CUDA_SUCCESS);
+    cr_assert_eq(stats().peak_pool_unused_bytes, 0);
+    cr_assert_eq(cuMemFreeAsync(b, s), CUDA_SUCCESS);
+    cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(simResetPeak(), CUDA_SUCCESS);
+    st = stats();
+    cr_assert_eq(st.peak_device_bytes, 6 * MiB);
+    cr_assert_eq(st.peak_pool_unused_bytes, 4 * MiB, "the peak is now, with the freed chunk");
+    cr_assert_eq(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    cr_assert_eq(simResetPeak(), CUDA_SUCCESS);
+    st = stats();
+    cr_assert_eq(st.peak_device_bytes, 2 * MiB);
+    cr_assert_eq(st.peak_pool_unused_bytes, 0);
+    cr_assert_eq(cuMemFree(p), CUDA_SUCCESS);
+}
+
 Test(pool, statistics_count_the_reserve, .init = setup)
 {
     threshold(UINT64_MAX);
