@@ -307,8 +307,8 @@ Test(e2e, memory_saving, .timeout = 60)
     double bound = 1.02 * (N - k + 1) * T + temps;
     cr_log_info("memory: T=%.0f static=%" PRIu64 " peak without=%" PRIu64 " (pool slack %" PRIu64
                 ") with=%" PRIu64 " (pool slack %" PRIu64 ") temps=%.0f (%.2f T)",
-                T, base.static_bytes, base.peak, base.pool_slack, with.peak, with.pool_slack,
-                temps, temps / T);
+                T, base.static_bytes, base.peak, base.pool_slack, with.peak, with.pool_slack, temps,
+                temps / T);
     cr_log_info("memory: saving %.0f = %.3f T (want >= 0.98*(k-1) = %.2f T); activations with "
                 "aoshim %.0f = %.3f T (want <= %.0f = 1.02*(N-k+1) T + temps = %.3f T)",
                 saving, saving / T, 0.98 * (k - 1), act_with, act_with / T, bound, bound / T);

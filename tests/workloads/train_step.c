@@ -1149,8 +1149,8 @@ int main(int argc, char **argv)
         printf("train_step step=%d seq=%d peak_device_bytes=%" PRIu64 " step_ns=%" PRIu64
                " alloc_peak_bytes=%" PRIu64 " wall_ns=%" PRIu64 " launches=%" PRIu64
                " pool_slack_at_peak=%" PRIu64 "\n",
-               cur_step + 1, cur_seq, step_peak, step_ns, alloc_peak, wall,
-               st.launches - launches0, st.peak_pool_unused_bytes);
+               cur_step + 1, cur_seq, step_peak, step_ns, alloc_peak, wall, st.launches - launches0,
+               st.peak_pool_unused_bytes);
     }
     cur_step = cfg.steps - 1;
 
@@ -1213,7 +1213,7 @@ int main(int argc, char **argv)
            " alloc_peak_bytes=%" PRIu64 " activation_bytes_per_layer=%" PRIu64
            " formula_bytes_per_layer=%" PRIu64 " static_bytes=%" PRIu64 " temp_bytes_peak=%" PRIu64
            " step_ns=%" PRIu64 " races=%" PRIu64 " pool_slack_at_peak=%" PRIu64 "\n",
-           checksum, peak, run_alloc_peak, act, formula, static_bytes, temp_peak, step_ns,
-           st.races, slack);
+           checksum, peak, run_alloc_peak, act, formula, static_bytes, temp_peak, step_ns, st.races,
+           slack);
     return 0;
 }
