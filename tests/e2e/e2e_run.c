@@ -159,6 +159,7 @@ void e2e_run_ex(e2e_result_t *r, bool preload, const char *const *env, const cha
     GET("temp_bytes_peak", temp_peak)
     GET("step_ns", step_ns)
     GET("races", races)
+    GET("pool_slack_at_peak", pool_slack)
 #undef GET
     const char *c = strstr(line, " checksum=");
     if (c) sscanf(c, " checksum=%39s", r->checksum);

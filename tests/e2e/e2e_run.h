@@ -17,8 +17,12 @@ typedef struct e2e_result_s {
     char ts_status[16], checksum[40];
     // peak: the device's count (the simulator's peak_device_bytes, a pool's
     // unused reserve included); alloc_peak: the program's own, the most it
-    // had allocated at once (alloc_peak_bytes).
+    // had allocated at once (alloc_peak_bytes); pool_slack: the pool's
+    // reserved-but-unused bytes when the device reached peak
+    // (pool_slack_at_peak), so peak - pool_slack is what was allocated at the
+    // device's peak, by the simulator's count.
     uint64_t peak, alloc_peak, act_per_layer, formula, static_bytes, temp_peak, step_ns, races;
+    uint64_t pool_slack;
 } e2e_result_t;
 
 // Run argv[0] (a path) with argv. preload: LD_PRELOAD=$AO_TEST_SHIM. env:

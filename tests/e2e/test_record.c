@@ -460,9 +460,17 @@ static void train(const char *enable)
     cr_expect_gt(nalloc, 100);
     cr_expect_eq(nalloc, nfree, "%" PRIu64 " allocations, %" PRIu64 " frees", nalloc, nfree);
     cr_expect_eq(nlive, 0, "%zu allocations alive at the end (train_step frees all)", nlive);
-    cr_expect_eq(peak, base.peak,
-                 "the allocations' peak %" PRIu64 ", the run's without aoshim %" PRIu64, peak,
-                 base.peak);
+    // The trace's allocations are counted as the simulator counts them (by
+    // the page), so their peak is what was allocated at the device's peak
+    // without aoshim: its peak less the pool's slack then (the driver's pool
+    // keeps freed temporaries until a sync, and the device's count holds
+    // them), and never above the device's count.
+    cr_expect_eq(peak, base.peak - base.pool_slack,
+                 "the allocations' peak %" PRIu64
+                 ", allocated at the device's peak without aoshim %" PRIu64 " (%" PRIu64
+                 " less the pool's slack %" PRIu64 ")",
+                 peak, base.peak - base.pool_slack, base.peak, base.pool_slack);
+    cr_expect_leq(peak, base.peak, "above the device's count %" PRIu64, base.peak);
     cr_expect_eq(nlaunch, launches, "%" PRIu64 " launch records, the simulator ran %" PRIu64,
                  nlaunch, launches);
     cr_expect_gt(nmemset, 0);

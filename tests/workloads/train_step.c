@@ -722,10 +722,12 @@ static void usage_help(void)
           "                      gradients made by the backward and freed each step, Adam's\n"
           "                      states, and the optimizer's multi-tensor fp32 transient\n"
           "Before the result, one line per step: train_step step=N seq=S\n"
-          "peak_device_bytes=P step_ns=T alloc_peak_bytes=A wall_ns=W launches=L (P: the step's\n"
-          "own peak on the device, setup excluded; T simulated, W the host's wall clock, both\n"
-          "for the step to its last synchronisation; A: the most the program had allocated at\n"
-          "once in it; L the step's kernel launches).\n"
+          "peak_device_bytes=P step_ns=T alloc_peak_bytes=A wall_ns=W launches=L\n"
+          "pool_slack_at_peak=U (P: the step's own peak on the device, setup excluded; T\n"
+          "simulated, W the host's wall clock, both for the step to its last\n"
+          "synchronisation; A: the most the program had allocated at once in it; L the\n"
+          "step's kernel launches; U: the pool's reserved-but-unused bytes when P was\n"
+          "reached, so P - U is what was allocated at the device's peak).\n"
           "Exit status: 0 ok, 1 CUDA error (status=error), 2 bad option, 3 out of device\n"
           "memory (status=oom). The last stdout line is the machine-readable result.\n",
           stdout);
@@ -1119,6 +1121,9 @@ int main(int argc, char **argv)
     // held at the step's start; the run's is the most of all of them.
     sim_stats_t st;
     uint64_t step_ns = 0, run_peak = stat_peak(&st);
+    // The pool's slack (reserved, unused) when the run's peak was reached:
+    // the simulator's peak_pool_unused_bytes of the phase that had it.
+    uint64_t run_slack = st.peak_pool_unused_bytes;
     run_alloc_peak = alloc_peak;
     for (cur_step = 0; cur_step < cfg.steps; cur_step++) {
         if (cur_step + 1 == cfg.seq_step) {
@@ -1136,12 +1141,16 @@ int main(int argc, char **argv)
         uint64_t wall = wall_ns() - w0;
         uint64_t step_peak = stat_peak(&st);
         step_ns = st.elapsed_ns - t0;
-        if (step_peak > run_peak) run_peak = step_peak;
+        if (step_peak > run_peak) {
+            run_peak = step_peak;
+            run_slack = st.peak_pool_unused_bytes;
+        }
         if (alloc_peak > run_alloc_peak) run_alloc_peak = alloc_peak;
         printf("train_step step=%d seq=%d peak_device_bytes=%" PRIu64 " step_ns=%" PRIu64
-               " alloc_peak_bytes=%" PRIu64 " wall_ns=%" PRIu64 " launches=%" PRIu64 "\n",
-               cur_step + 1, cur_seq, step_peak, step_ns, alloc_peak, wall,
-               st.launches - launches0);
+               " alloc_peak_bytes=%" PRIu64 " wall_ns=%" PRIu64 " launches=%" PRIu64
+               " pool_slack_at_peak=%" PRIu64 "\n",
+               cur_step + 1, cur_seq, step_peak, step_ns, alloc_peak, wall, st.launches - launches0,
+               st.peak_pool_unused_bytes);
     }
     cur_step = cfg.steps - 1;
 
@@ -1168,8 +1177,11 @@ int main(int argc, char **argv)
         abort();
     }
     CK(cudaStreamSynchronize(stream));
-    uint64_t peak = stat_peak(&st);
-    if (run_peak > peak) peak = run_peak;
+    uint64_t peak = stat_peak(&st), slack = st.peak_pool_unused_bytes;
+    if (run_peak > peak) {
+        peak = run_peak;
+        slack = run_slack;
+    }
     if (alloc_peak > run_alloc_peak) run_alloc_peak = alloc_peak;
     CK(cudaStreamDestroy(stream));
 
@@ -1200,8 +1212,8 @@ int main(int argc, char **argv)
     printf("train_step status=ok checksum=%s peak_device_bytes=%" PRIu64
            " alloc_peak_bytes=%" PRIu64 " activation_bytes_per_layer=%" PRIu64
            " formula_bytes_per_layer=%" PRIu64 " static_bytes=%" PRIu64 " temp_bytes_peak=%" PRIu64
-           " step_ns=%" PRIu64 " races=%" PRIu64 "\n",
-           checksum, peak, run_alloc_peak, act, formula, static_bytes, temp_peak, step_ns,
-           st.races);
+           " step_ns=%" PRIu64 " races=%" PRIu64 " pool_slack_at_peak=%" PRIu64 "\n",
+           checksum, peak, run_alloc_peak, act, formula, static_bytes, temp_peak, step_ns, st.races,
+           slack);
     return 0;
 }

@@ -253,7 +253,8 @@ void sim_exit_line(void)
         sim_log("peak_device_bytes=%llu current_device_bytes=%llu races=%llu faults=%llu "
                 "elapsed_ns=%llu busy_compute_ns=%llu busy_d2h_ns=%llu busy_h2d_ns=%llu "
                 "launches=%llu pin_calls=%llu mem_create=%llu address_reserve=%llu "
-                "set_access=%llu live_handles=%llu live_mappings=%llu live_pinned_bytes=%llu%s",
+                "set_access=%llu live_handles=%llu live_mappings=%llu live_pinned_bytes=%llu "
+                "pool_reserved_bytes=%llu peak_in_use_bytes=%llu peak_pool_unused_bytes=%llu%s",
                 (unsigned long long)sim_mem_peak_bytes(),
                 (unsigned long long)sim_mem_current_bytes(), (unsigned long long)sim_st.races,
                 (unsigned long long)sim_st.faults, (unsigned long long)elapsed_now(),
@@ -262,7 +263,10 @@ void sim_exit_line(void)
                 (unsigned long long)sim_st.pin_calls, (unsigned long long)sim_st.mem_create_calls,
                 (unsigned long long)sim_st.address_reserve_calls,
                 (unsigned long long)sim_st.set_access_calls, (unsigned long long)handles,
-                (unsigned long long)mappings, (unsigned long long)pinned, deinit);
+                (unsigned long long)mappings, (unsigned long long)pinned,
+                (unsigned long long)sim_mem_pool_reserved_bytes(),
+                (unsigned long long)sim_mem_peak_in_use_bytes(),
+                (unsigned long long)sim_mem_peak_pool_unused_bytes(), deinit);
     }
     // After the exit line, and even with SIM_QUIET=1: a test that asked for
     // failures always learns which fired (SIM_QUIET silences the statistics,
@@ -1007,6 +1011,7 @@ SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
     // Synchronising the device is a potentially unsafe call during capture.
     if ((r = sim_capture_unsafe_call())) SIM_RET(r);
     sim_device_sync();
+    sim_mem_synced();
     SIM_RET(CUDA_SUCCESS);
 }
 
@@ -1042,6 +1047,9 @@ SIM_EXPORT CUresult simGetStats(sim_stats_t *out)
     *out = sim_st;
     out->elapsed_ns = elapsed_now();
     sim_mem_live(&out->live_handles, &out->live_mappings, &out->live_pinned_bytes);
+    out->pool_reserved_bytes = sim_mem_pool_reserved_bytes();
+    out->peak_in_use_bytes = sim_mem_peak_in_use_bytes();
+    out->peak_pool_unused_bytes = sim_mem_peak_pool_unused_bytes();
     SIM_RET(CUDA_SUCCESS);
 }
 
@@ -1055,6 +1063,7 @@ SIM_EXPORT CUresult simResetStats(void)
     sim_st.elapsed_ns = elapsed;
     sim_st.capacity_bytes = sim_cfg.capacity;
     sim_mem_reset_peak();
+    sim_mem_reset_peak_in_use();
     SIM_RET(CUDA_SUCCESS);
 }
 

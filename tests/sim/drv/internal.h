@@ -271,6 +271,10 @@ CUresult sim_op_begin(sim_op_t *op, sim_stream_t *s, int engine, uint64_t cost_n
 void sim_host_wait_op(const sim_op_t *op);
 // Host waits for the whole device (cuCtxSynchronize, cuMemFree of plain memory).
 void sim_device_sync(void);
+// The clock an op enqueued on s now would carry (sim_op_begin's), without
+// enqueueing it: what a cuMemAllocAsync may reuse is decided before it is
+// known to succeed.
+void sim_stream_next_vc(const sim_stream_t *s, sim_vc_t *out);
 
 // --- happens-before checker (hb.c) ----------------------------------------------
 // Check and record an access to [addr, addr+bytes) by an op (stream agent) or
@@ -309,6 +313,19 @@ uint64_t sim_mem_current_bytes(void);
 void sim_mem_live(uint64_t *handles, uint64_t *mappings, uint64_t *pinned_bytes);
 uint64_t sim_mem_peak_bytes(void);
 void sim_mem_reset_peak(void);
+// The high-water mark of cuMemGetInfo's total - free (simResetStats resets
+// it, simResetPeak does not), and the bytes the memory pools hold now.
+uint64_t sim_mem_peak_in_use_bytes(void);
+void sim_mem_reset_peak_in_use(void);
+uint64_t sim_mem_pool_reserved_bytes(void);
+// The pools' reserved-but-unused bytes when the peak was last raised (set
+// back with it by sim_mem_reset_peak).
+uint64_t sim_mem_peak_pool_unused_bytes(void);
+// After a successful stream, event or context synchronize (the host has
+// joined what it waited for): each pool releases what the calling thread has
+// seen unused above its release threshold, and plain memory freed in stream
+// order that the thread has seen freed goes back to the device.
+void sim_mem_synced(void);
 
 // A touch of inaccessible memory: print the diagnostic (op, kernel, stream,
 // address, owner) and exit SIM_EXIT_FAULT.

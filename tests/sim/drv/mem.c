@@ -3,12 +3,14 @@
 // which device pointers are host addresses, so a kernel's host function can
 // dereference them and a touch of what is not mapped faults.
 //
-//  - lower half: cuMemAlloc and cuMemAllocAsync (pool) allocations;
+//  - lower half: cuMemAlloc allocations and the memory pool's chunks, from
+//    which cuMemAllocAsync blocks are carved;
 //  - upper half: cuMemAddressReserve ranges, backed by cuMemCreate handles
 //    (offsets in one memfd, so contents belong to the handle, not the VA).
-// Capacity counts physical bytes: plain and pool allocations rounded up to
-// 4 KiB pages (the unit the simulator can protect), cuMemCreate handles at
-// their size (a multiple of 2 MiB).
+// Capacity counts physical bytes, whoever holds them: plain allocations
+// rounded up to 4 KiB pages (the unit the simulator can protect), the pool's
+// reserve (chunks of 2 MiB multiples, used or not), cuMemCreate handles at
+// their size (a multiple of 2 MiB). cuMemGetInfo's free is what is left.
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -274,33 +276,72 @@ struct handle_s {
 static handle_t **handles; // index id-1; NULL once freed
 static size_t nhandles, caphandles;
 
-// Async pool: blocks freed by cuMemFreeAsync, reusable by a later
-// cuMemAllocAsync ordered after the free.
-typedef struct pool_blk_s {
+// --- memory pools: state ------------------------------------------------------------
+// A pool holds physical memory in chunks (its reserve) and hands out
+// cuMemAllocAsync blocks from them; a freed block goes back to its chunk,
+// not to the device. The rules, and where each comes from, are above
+// alloc_async below.
+//
+// A piece is a free range of a chunk with the epoch of the free that gave it
+// back: an allocation may reuse it only if ordered after that free. Fresh
+// space (never handed out since the chunk was reserved) has epoch clk 0,
+// which every vector clock covers.
+typedef struct pool_piece_s {
     uint64_t addr, size;
     sim_epoch_t freed;
-} pool_blk_t;
-static pool_blk_t *pool;
-static size_t npool, cappool;
+} pool_piece_t;
+
+// One OS allocation of the pool: physical memory and its VA, a multiple of
+// 2 MiB, counted against capacity from its reservation to its release.
+typedef struct pool_chunk_s {
+    uint64_t addr, size;
+    uint64_t used;      // bytes of live allocations in it
+    pool_piece_t *free; // the rest, sorted by address, never overlapping
+    size_t nfree, capfree;
+} pool_chunk_t;
 
 // The device's default memory pool: the only one (cuMemPoolCreate is not
-// modelled). Used bytes are the live cuMemAllocAsync blocks; reserved equals
-// used because freed blocks give their capacity back at once (see below).
+// modelled).
 struct CUmemPoolHandle_st {
     uint32_t magic;
     uint64_t release_threshold;
     int reuse_follow_events, reuse_opportunistic, reuse_internal_deps;
-    uint64_t used, used_high, reserved_high;
+    uint64_t used, used_high;         // live allocations (page-rounded)
+    uint64_t reserved, reserved_high; // the chunks: physical memory held
+    pool_chunk_t *chunks;             // sorted by address
+    size_t nchunks, capchunks;
 };
 #define SIM_POOL_MAGIC 0x504f4f4cu
-static struct CUmemPoolHandle_st default_pool = {SIM_POOL_MAGIC, 0, 1, 1, 1, 0, 0, 0};
+static struct CUmemPoolHandle_st default_pool = {
+    .magic = SIM_POOL_MAGIC,
+    .release_threshold = 0, // cuda.h: "(default 0)"
+    .reuse_follow_events = 1,
+    .reuse_opportunistic = 1,
+    .reuse_internal_deps = 1,
+};
 
-static void pool_used(int64_t delta)
+// cuMemFreeAsync of cuMemAlloc memory: the block leaves the program at once
+// but its physical memory only once the host has seen the free complete
+// (a synchronisation), as a pool chunk would; until then it counts.
+typedef struct deferred_s {
+    uint64_t addr, size;
+    sim_epoch_t freed;
+} deferred_t;
+static deferred_t *deferred;
+static size_t ndeferred, capdeferred;
+
+// The high-water mark of cuMemGetInfo's total - free (the exit line's
+// peak_in_use_bytes). simResetStats resets it, simResetPeak does not.
+static uint64_t in_use_peak;
+
+// The pool's reserved-but-unused bytes at the moment peak_bytes was last
+// raised (the exit line's peak_pool_unused_bytes): how much of the peak was
+// the pool's slack, not live allocations. Set back with the peak.
+static uint64_t peak_pool_unused;
+
+static uint64_t pool_unused_now(void)
 {
-    default_pool.used += (uint64_t)delta;
-    if (default_pool.used > default_pool.used_high) default_pool.used_high = default_pool.used;
-    if (default_pool.used > default_pool.reserved_high)
-        default_pool.reserved_high = default_pool.used;
+    return default_pool.reserved - default_pool.used;
 }
 
 bool sim_mem_in_region(uint64_t addr)
@@ -318,6 +359,23 @@ uint64_t sim_mem_peak_bytes(void)
 void sim_mem_reset_peak(void)
 {
     peak_bytes = cur_bytes;
+    peak_pool_unused = pool_unused_now();
+}
+uint64_t sim_mem_peak_pool_unused_bytes(void)
+{
+    return peak_pool_unused;
+}
+uint64_t sim_mem_peak_in_use_bytes(void)
+{
+    return in_use_peak;
+}
+void sim_mem_reset_peak_in_use(void)
+{
+    in_use_peak = cur_bytes;
+}
+uint64_t sim_mem_pool_reserved_bytes(void)
+{
+    return default_pool.reserved;
 }
 void sim_mem_live(uint64_t *handles, uint64_t *mappings, uint64_t *pinned_bytes)
 {
@@ -326,11 +384,24 @@ void sim_mem_live(uint64_t *handles, uint64_t *mappings, uint64_t *pinned_bytes)
     *pinned_bytes = live_pinned;
 }
 
+static bool cap_fits(uint64_t n)
+{
+    return n <= sim_cfg.capacity && cur_bytes <= sim_cfg.capacity - n;
+}
+
 static bool cap_take(uint64_t n)
 {
-    if (n > sim_cfg.capacity || cur_bytes > sim_cfg.capacity - n) return false;
+    if (!cap_fits(n)) return false;
     cur_bytes += n;
-    if (cur_bytes > peak_bytes) peak_bytes = cur_bytes;
+    if (cur_bytes > peak_bytes) {
+        peak_bytes = cur_bytes;
+        // A chunk taken for an allocation (pool_grow) is not in the pool's
+        // reserve yet: alloc_async sets this again once the block is in it.
+        peak_pool_unused = pool_unused_now();
+    }
+    // cuMemGetInfo's total - free is cur_bytes: every change of it comes
+    // through here and cap_give, and only a rise can set a new mark.
+    if (cur_bytes > in_use_peak) in_use_peak = cur_bytes;
     return true;
 }
 
@@ -411,6 +482,8 @@ static void fault_handler(int sig, siginfo_t *si, void *uc)
     if (sent || old->sa_handler == SIG_IGN) raise(sig);
 }
 
+static bool in_pool_reserve(uint64_t a);
+
 void sim_mem_describe(uint64_t addr, char *buf, size_t len)
 {
     rec_t *r = tab_find(&t_dev, addr);
@@ -447,9 +520,11 @@ void sim_mem_describe(uint64_t addr, char *buf, size_t len)
                  (unsigned long long)res->id, (unsigned long long)res->addr,
                  (unsigned long long)res->size, h ? "; last: " : "", last);
     else if (h)
-        snprintf(buf, len, "no live allocation; last: %s", last);
+        snprintf(buf, len, "no live allocation%s; last: %s",
+                 in_pool_reserve(addr) ? " (free in the memory pool's reserve)" : "", last);
     else if (sim_mem_in_region(addr))
-        snprintf(buf, len, "never allocated device address");
+        snprintf(buf, len, "never allocated device address%s",
+                 in_pool_reserve(addr) ? " (free in the memory pool's reserve)" : "");
     else
         snprintf(buf, len, "not device memory");
 }
@@ -534,22 +609,28 @@ void sim_mem_init(void)
 }
 
 // --- cuMemAlloc / cuMemFree ----------------------------------------------------------------
-// CUDA guarantees at least 256-byte alignment; pages give 4 KiB.
-static CUresult alloc_plain(CUdeviceptr *dptr, size_t bytesize, int type, uint64_t addr_hint)
+// A live allocation's record at [a, a+span): accessible, and a new owner.
+static void rec_new(CUdeviceptr *dptr, uint64_t a, uint64_t span, size_t bytesize, int type)
 {
-    uint64_t span = round_up(bytesize, PAGE);
-    if (!cap_take(span)) return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t a = addr_hint ? addr_hint : arena_get(&ar_alloc, span, PAGE);
-    if (!a) {
-        cap_give(span);
-        return CUDA_ERROR_OUT_OF_MEMORY; // address space exhausted
-    }
     va_protect(a, span, PROT_READ | PROT_WRITE);
     sim_hb_forget(a, span); // a new owner: keeps the checker's history bounded
     rec_t r = {.addr = a, .size = span, .req = bytesize, .id = next_id++, .type = type};
     tab_insert(&t_dev, &r);
     sim_st.alloc_calls++;
     *dptr = (CUdeviceptr)a;
+}
+
+// CUDA guarantees at least 256-byte alignment; pages give 4 KiB.
+static CUresult alloc_plain(CUdeviceptr *dptr, size_t bytesize)
+{
+    uint64_t span = round_up(bytesize, PAGE);
+    if (span < bytesize || !cap_take(span)) return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t a = arena_get(&ar_alloc, span, PAGE);
+    if (!a) {
+        cap_give(span);
+        return CUDA_ERROR_OUT_OF_MEMORY; // address space exhausted
+    }
+    rec_new(dptr, a, span, bytesize, REC_ALLOC);
     return CUDA_SUCCESS;
 }
 
@@ -566,19 +647,18 @@ SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     if ((r = sim_capture_unsafe_call())) SIM_RET(r);
     if (!dptr || bytesize == 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     sim_host_advance(sim_cfg.alloc_ns);
-    SIM_RET(alloc_plain(dptr, bytesize, REC_ALLOC, 0));
+    SIM_RET(alloc_plain(dptr, bytesize));
 }
 
-// Drop a live allocation record: contents discarded, VA returned.
-static void free_record(rec_t *rec, const char *how, bool to_arena)
+// Drop a live allocation's record: contents discarded, the range faults.
+// Where its memory goes is the caller's business.
+static rec_t drop_record(rec_t *rec, const char *how)
 {
     rec_t r = *rec;
-    if (r.type == REC_ASYNC) pool_used(-(int64_t)r.size);
     tab_remove(&t_dev, rec);
     va_discard(r.addr, r.size);
-    cap_give(r.size);
     hist_push(&r, how);
-    if (to_arena) arena_put(&ar_alloc, r.addr, r.size);
+    return r;
 }
 
 static rec_t *find_alloc(uint64_t p)
@@ -587,6 +667,8 @@ static rec_t *find_alloc(uint64_t p)
     if (!rec || rec->addr != p || (rec->type != REC_ALLOC && rec->type != REC_ASYNC)) return NULL;
     return rec;
 }
+
+static void pool_free_block(const rec_t *r, sim_epoch_t freed);
 
 SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
@@ -610,7 +692,20 @@ SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     // Memory from cuMemAllocAsync freed here: no implicit sync (the caller
     // must have ordered every access before), so the checker judges it.
     sim_hb_host_access(dptr, rec->size, SIM_HB_FREE, "cuMemFree");
-    free_record(rec, "freed (cuMemFree)", true);
+    if (rec->type == REC_ALLOC) {
+        rec_t gone = drop_record(rec, "freed (cuMemFree)");
+        cap_give(gone.size);
+        arena_put(&ar_alloc, gone.addr, gone.size);
+    } else {
+        // Back to its pool, not to the device (the Programming Guide: the
+        // driver "assumes that all accesses to the allocation are complete"),
+        // stamped with this host access: reusable by work the thread enqueues
+        // from now on, released at the next synchronisation like any block.
+        sim_thread_t *t = sim_thread();
+        sim_epoch_t now = {.agent = (uint16_t)t->agent, .clk = t->vc.c[t->agent]};
+        rec_t gone = drop_record(rec, "freed (cuMemFree)");
+        pool_free_block(&gone, now);
+    }
     SIM_RET(CUDA_SUCCESS);
 }
 
@@ -626,12 +721,274 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, C
     SIM_RET(CUDA_SUCCESS);
 }
 
+// --- memory pools ----------------------------------------------------------------------------
+// What the driver does, from cuda.h (CU_MEMPOOL_ATTR_*, cuMemPoolTrimTo) and
+// the CUDA Programming Guide's "Stream-Ordered Memory Allocator" (physical
+// page caching, synchronization API actions):
+//
+//  - Memory freed to a pool stays the pool's (its reserve): it counts against
+//    capacity and in cuMemGetInfo until the pool releases it.
+//    RESERVED_MEM_CURRENT is the reserve, USED_MEM_CURRENT the live blocks.
+//  - The reserve grows in chunks: an allocation that finds no room in it adds
+//    one chunk, its size rounded up to 2 MiB. cuMemPoolTrimTo says only that
+//    "the OS allocations may happen at different granularity from the user
+//    allocations"; 2 MiB is assumed, the granule a real pool maps. A chunk is
+//    released whole or not at all ("The allocator cannot release OS
+//    allocations that back outstanding asynchronous allocations"): stricter
+//    than a driver that unmaps the free 2 MiB pages of a busy chunk.
+//  - Reuse first: an allocation is served from the reserve, from free space
+//    whose free is ordered before it (same stream, an event wait, or a host
+//    synchronisation before the thread enqueues it), first fit by address;
+//    fresh space in a chunk is free for anyone. A block may span chunks whose
+//    addresses meet (the pool's address space is one range; assumed, as a
+//    pool built on reserved VA allows), and then keeps each of them. The
+//    opportunistic and internal-dependency policies are recorded, not
+//    modelled (they could only reuse more), so every reuse is one the program
+//    ordered.
+//  - Release: a chunk goes back to the device only when it holds no live
+//    block and the calling host thread has seen every free in it complete
+//    (cuMemPoolTrimTo: frees "whose completion has not been observed on the
+//    host (eg. by a synchronize) can count as outstanding"; the Guide: at a
+//    synchronize the driver determines "what frees the synchronization
+//    guaranteed to be completed" and "releases any excess physical memory").
+//    It happens
+//     * at each successful cuStreamSynchronize, cuEventSynchronize and
+//       cuCtxSynchronize (the runtime's go through them): the pool keeps at
+//       least its release threshold (default 0: everything it can goes);
+//       PyTorch's backend:cudaMallocAsync sets the default pool's threshold
+//       to UINT64_MAX (c10/cuda/CUDAMallocAsyncAllocator.cpp,
+//       lazy_init_device), so its pool keeps its high-water mark;
+//     * at cuMemPoolTrimTo(pool, keep), at once, keeping at least keep bytes;
+//     * when a cuMemAllocAsync does not fit: every pool gives back all it can
+//       (threshold or not) before the allocation fails. Neither cuda.h nor
+//       the Guide states this; it is assumed, as the driver's "try to release
+//       memory" before running out. cuMemAlloc and cuMemCreate do not trim
+//       pools (stricter: a pool's reserve is lost to them until a sync).
+//    Not at a query, a synchronous copy or cuMemFree's implicit device sync:
+//    cuda.h names stream, event and context synchronize only (stricter).
+//    Chunks go highest address (roughly newest) first, and none whose
+//    release would leave less than the bytes to keep.
+static bool epoch_same(sim_epoch_t a, sim_epoch_t b)
+{
+    return a.agent == b.agent && a.clk == b.clk;
+}
+
+// The chunk holding address a, or p->nchunks.
+static size_t chunk_find(const struct CUmemPoolHandle_st *p, uint64_t a)
+{
+    size_t lo = 0, hi = p->nchunks;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->chunks[mid].addr <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || a >= p->chunks[lo - 1].addr + p->chunks[lo - 1].size) return p->nchunks;
+    return lo - 1;
+}
+
+static bool in_pool_reserve(uint64_t a)
+{
+    return chunk_find(&default_pool, a) < default_pool.nchunks;
+}
+
+// Room for span bytes in the reserve for work whose clock is vc: a run of
+// adjacent free pieces whose frees vc covers, first fit by address. A run
+// may cross from one chunk into the next where their addresses meet: the
+// pool's address space is one range, its chunks the physical memory mapped
+// into it (as a pool built on reserved VA is), so only release sees chunks.
+static bool pool_find(const struct CUmemPoolHandle_st *p, uint64_t span, const sim_vc_t *vc,
+                      size_t *ci, uint64_t *at)
+{
+    uint64_t run = 0, len = 0;
+    size_t run_ci = 0;
+    for (size_t i = 0; i < p->nchunks; i++) {
+        const pool_chunk_t *c = &p->chunks[i];
+        for (size_t k = 0; k < c->nfree; k++) {
+            const pool_piece_t *x = &c->free[k];
+            if (!sim_vc_covers(vc, x->freed)) {
+                len = 0;
+                continue;
+            }
+            if (len && run + len != x->addr) len = 0;
+            if (!len) {
+                run = x->addr;
+                run_ci = i;
+            }
+            len += x->size;
+            if (len >= span) {
+                *ci = run_ci;
+                *at = run;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+// Hand out [at, at+span), which lies in a run of c's free pieces.
+static void chunk_take(pool_chunk_t *c, uint64_t at, uint64_t span)
+{
+    uint64_t end = at + span;
+    size_t first = 0;
+    while (first < c->nfree && c->free[first].addr + c->free[first].size <= at)
+        first++;
+    size_t k = first;
+    pool_piece_t keep[2];
+    size_t nkeep = 0;
+    for (; k < c->nfree && c->free[k].addr < end; k++) {
+        const pool_piece_t *x = &c->free[k];
+        if (x->addr < at) keep[nkeep++] = (pool_piece_t){x->addr, at - x->addr, x->freed};
+        if (x->addr + x->size > end)
+            keep[nkeep++] = (pool_piece_t){end, x->addr + x->size - end, x->freed};
+    }
+    c->free = grow(c->free, &c->capfree, c->nfree + 2, sizeof *c->free);
+    memmove(&c->free[first + nkeep], &c->free[k], (c->nfree - k) * sizeof *c->free);
+    memcpy(&c->free[first], keep, nkeep * sizeof *keep);
+    c->nfree = c->nfree - (k - first) + nkeep;
+    c->used += span;
+}
+
+// Hand out [at, at+span) from the run pool_find found, starting in chunk ci.
+static void pool_take(struct CUmemPoolHandle_st *p, size_t ci, uint64_t at, uint64_t span)
+{
+    uint64_t end = at + span;
+    for (size_t i = ci; i < p->nchunks && p->chunks[i].addr < end; i++) {
+        pool_chunk_t *c = &p->chunks[i];
+        uint64_t lo = at > c->addr ? at : c->addr;
+        uint64_t hi = end < c->addr + c->size ? end : c->addr + c->size;
+        chunk_take(c, lo, hi - lo);
+    }
+}
+
+// Give [addr, addr+size) back to c. Neighbours merge only when the same free
+// gave them back: merging two frees would hold the earlier one to the later
+// one's order.
+static void chunk_put(pool_chunk_t *c, uint64_t addr, uint64_t size, sim_epoch_t freed)
+{
+    size_t lo = 0, hi = c->nfree;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->free[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    pool_piece_t *l = lo > 0 ? &c->free[lo - 1] : NULL;
+    pool_piece_t *r = lo < c->nfree ? &c->free[lo] : NULL;
+    bool left = l && l->addr + l->size == addr && epoch_same(l->freed, freed);
+    bool right = r && addr + size == r->addr && epoch_same(r->freed, freed);
+    if (left && right) {
+        l->size += size + r->size;
+        memmove(&c->free[lo], &c->free[lo + 1], (c->nfree - lo - 1) * sizeof *c->free);
+        c->nfree--;
+    } else if (left) {
+        l->size += size;
+    } else if (right) {
+        r->addr = addr;
+        r->size += size;
+    } else {
+        c->free = grow(c->free, &c->capfree, c->nfree + 1, sizeof *c->free);
+        memmove(&c->free[lo + 1], &c->free[lo], (c->nfree - lo) * sizeof *c->free);
+        c->free[lo] = (pool_piece_t){addr, size, freed};
+        c->nfree++;
+    }
+    c->used -= size;
+}
+
+// A new chunk of size bytes (a multiple of 2 MiB), all fresh; false when the
+// device or the address space has no room.
+static bool pool_grow(struct CUmemPoolHandle_st *p, uint64_t size, size_t *ci)
+{
+    if (!cap_take(size)) return false;
+    uint64_t a = arena_get(&ar_alloc, size, SIM_GRANULE);
+    if (!a) {
+        cap_give(size);
+        return false;
+    }
+    pool_chunk_t c = {.addr = a, .size = size};
+    c.free = grow(NULL, &c.capfree, 1, sizeof *c.free);
+    c.free[0] = (pool_piece_t){a, size, {0, 0}};
+    c.nfree = 1;
+    size_t i = 0;
+    while (i < p->nchunks && p->chunks[i].addr < a)
+        i++;
+    p->chunks = grow(p->chunks, &p->capchunks, p->nchunks + 1, sizeof *p->chunks);
+    memmove(&p->chunks[i + 1], &p->chunks[i], (p->nchunks - i) * sizeof *p->chunks);
+    p->chunks[i] = c;
+    p->nchunks++;
+    p->reserved += size;
+    if (p->reserved > p->reserved_high) p->reserved_high = p->reserved;
+    *ci = i;
+    return true;
+}
+
+// No live block, and every free in it seen complete by the host (vc).
+static bool chunk_releasable(const pool_chunk_t *c, const sim_vc_t *host)
+{
+    if (c->used) return false;
+    for (size_t k = 0; k < c->nfree; k++)
+        if (!sim_vc_covers(host, c->free[k].freed)) return false;
+    return true;
+}
+
+// Release what the host has seen unused, keeping at least keep bytes.
+static void pool_trim(struct CUmemPoolHandle_st *p, uint64_t keep, const sim_vc_t *host)
+{
+    for (size_t i = p->nchunks; i-- > 0 && p->reserved > keep;) {
+        pool_chunk_t c = p->chunks[i];
+        if (p->reserved - c.size < keep || !chunk_releasable(&c, host)) continue;
+        memmove(&p->chunks[i], &p->chunks[i + 1], (p->nchunks - i - 1) * sizeof *p->chunks);
+        p->nchunks--;
+        free(c.free);
+        arena_put(&ar_alloc, c.addr, c.size); // already inaccessible: every block was freed
+        cap_give(c.size);
+        p->reserved -= c.size;
+    }
+}
+
+// Plain memory freed in stream order whose free the host has now seen.
+static void deferred_reap(const sim_vc_t *host)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < ndeferred; i++) {
+        if (sim_vc_covers(host, deferred[i].freed)) {
+            arena_put(&ar_alloc, deferred[i].addr, deferred[i].size);
+            cap_give(deferred[i].size);
+        } else {
+            deferred[w++] = deferred[i];
+        }
+    }
+    ndeferred = w;
+}
+
+void sim_mem_synced(void)
+{
+    const sim_vc_t *host = &sim_thread()->vc;
+    deferred_reap(host);
+    struct CUmemPoolHandle_st *p = &default_pool;
+    if (p->reserved > p->release_threshold) pool_trim(p, p->release_threshold, host);
+}
+
+// A block back to the chunks it lies in (every cuMemAllocAsync block lies
+// in one chunk or in adjacent ones).
+static void pool_free_block(const rec_t *r, sim_epoch_t freed)
+{
+    struct CUmemPoolHandle_st *p = &default_pool;
+    uint64_t end = r->addr + r->size;
+    for (size_t i = chunk_find(p, r->addr); i < p->nchunks && p->chunks[i].addr < end; i++) {
+        pool_chunk_t *c = &p->chunks[i];
+        uint64_t lo = r->addr > c->addr ? r->addr : c->addr;
+        uint64_t hi = end < c->addr + c->size ? end : c->addr + c->size;
+        chunk_put(c, lo, hi - lo, freed);
+    }
+    p->used -= r->size;
+}
+
 // --- stream-ordered allocation ------------------------------------------------------------
-// Capacity: a pool block counts from cuMemAllocAsync until its free is
-// enqueued. Real pools keep freed memory reserved until a synchronisation
-// trims them (release threshold 0); counting the program's live blocks only
-// is the lower bound, and it is what the peak-memory tests compare against.
-static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool ptds)
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, struct CUmemPoolHandle_st *p,
+                            CUstream h, bool ptds)
 {
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
@@ -639,42 +996,40 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, bool
     if (!dptr || bytesize == 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     sim_stream_t *s = sim_stream_resolve(h, ptds, &r);
     if (!s) SIM_RET(r);
-    uint64_t span = round_up(bytesize, PAGE);
-    if (!cap_take(span)) SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    uint64_t span = round_up(bytesize, PAGE), chunk = round_up(span, SIM_GRANULE);
+    if (span < bytesize || chunk < span) SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    // Placed with the clock the allocation will have once enqueued, so that
+    // a failure enqueues nothing.
+    sim_vc_t next;
+    sim_stream_next_vc(s, &next);
+    size_t ci = 0;
+    uint64_t a = 0;
+    bool reuse = pool_find(p, span, &next, &ci, &a);
+    if (!reuse && !cap_fits(chunk)) {
+        const sim_vc_t *host = &sim_thread()->vc;
+        deferred_reap(host);
+        pool_trim(&default_pool, 0, host); // every pool: there is one
+        if (!cap_fits(chunk)) SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
+    }
     // While capturing, sim_op_begin refuses (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
     // and invalidates the capture: real CUDA would record an allocation node;
     // graph allocations are not modelled (a stricter simplification).
     sim_op_t op;
     r = sim_op_begin(&op, s, SIM_ENG_NONE, 0, "cuMemAllocAsync", NULL);
-    if (r) {
-        cap_give(span);
-        SIM_RET(r);
+    if (r) SIM_RET(r);
+    uint64_t peak0 = peak_bytes;
+    if (!reuse) {
+        if (!pool_grow(p, chunk, &ci)) SIM_RET(CUDA_ERROR_OUT_OF_MEMORY); // address space
+        a = p->chunks[ci].addr;
     }
-    // Reuse a freed block only when its free is ordered before this
-    // allocation (same stream, or joined by events / host sync), as real
-    // pools do by following event dependencies; otherwise fresh space, so a
-    // missing dependency shows up as a race or fault, not as shared memory.
-    uint64_t a = 0;
-    for (size_t i = 0; i < npool; i++) {
-        if (pool[i].size < span || !sim_vc_covers(op.vc, pool[i].freed)) continue;
-        a = pool[i].addr;
-        if (pool[i].size > span) {
-            pool[i].addr += span;
-            pool[i].size -= span;
-        } else {
-            pool[i] = pool[--npool];
-        }
-        break;
-    }
-    if (!a) a = arena_get(&ar_alloc, span, PAGE);
-    if (!a) {
-        cap_give(span);
-        SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
-    }
-    cap_give(span); // alloc_plain takes it again
-    r = alloc_plain(dptr, bytesize, REC_ASYNC, a);
-    if (r == CUDA_SUCCESS) pool_used((int64_t)span);
-    SIM_RET(r);
+    pool_take(p, ci, a, span);
+    p->used += span;
+    if (p->used > p->used_high) p->used_high = p->used;
+    // The new chunk raised the peak: its slack is what the block left of it
+    // (and of the rest of the reserve), counted with the block in place.
+    if (peak_bytes > peak0) peak_pool_unused = pool_unused_now();
+    rec_new(dptr, a, span, bytesize, REC_ASYNC);
+    SIM_RET(CUDA_SUCCESS);
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptds)
@@ -694,25 +1049,30 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptds)
     if (r) SIM_RET(r);
     rec = find_alloc(dptr);
     sim_hb_access(&op, dptr, rec->size, SIM_HB_FREE);
-    uint64_t a = rec->addr, n = rec->size;
     // Effects run in program order: every op enqueued before the free has
     // already run, so the block can go inaccessible now; a later use faults.
-    free_record(rec, "freed (cuMemFreeAsync)", false);
-    pool = grow(pool, &cappool, npool + 1, sizeof *pool);
-    pool[npool++] = (pool_blk_t){a, n, op.epoch};
+    rec_t gone = drop_record(rec, "freed (cuMemFreeAsync)");
+    if (gone.type == REC_ASYNC) {
+        pool_free_block(&gone, op.epoch);
+    } else {
+        // cuMemAlloc memory (the Guide allows it): not the pool's, but still
+        // the device's until the host sees the free done (deferred_reap).
+        deferred = grow(deferred, &capdeferred, ndeferred + 1, sizeof *deferred);
+        deferred[ndeferred++] = (deferred_t){gone.addr, gone.size, op.epoch};
+    }
     SIM_RET(CUDA_SUCCESS);
 }
 
 SIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     SIM_FAIL_POINT(cuMemAllocAsync);
-    return alloc_async(dptr, bytesize, hStream, false);
+    return alloc_async(dptr, bytesize, &default_pool, hStream, false);
 }
 SIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 SIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     SIM_FAIL_POINT(cuMemAllocAsync);
-    return alloc_async(dptr, bytesize, hStream, true);
+    return alloc_async(dptr, bytesize, &default_pool, hStream, true);
 }
 SIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
@@ -735,7 +1095,7 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, 
     SIM_FAIL_POINT(cuMemAllocFromPoolAsync);
     // Only the default pool exists; anything else is not a pool handle.
     if (!pool_ok(pool)) return CUDA_ERROR_INVALID_VALUE;
-    return alloc_async(dptr, bytesize, hStream, false);
+    return alloc_async(dptr, bytesize, pool, hStream, false);
 }
 SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                                  CUmemoryPool pool, CUstream hStream);
@@ -744,7 +1104,7 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes
 {
     SIM_FAIL_POINT(cuMemAllocFromPoolAsync);
     if (!pool_ok(pool)) return CUDA_ERROR_INVALID_VALUE;
-    return alloc_async(dptr, bytesize, hStream, true);
+    return alloc_async(dptr, bytesize, pool, hStream, true);
 }
 
 SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
@@ -798,10 +1158,12 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute
     case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
     case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
         if (*(cuuint64_t *)value != 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
+        // To the current value: the Programming Guide's example says so, and
+        // PyTorch's resetPeakStats quotes the driver team to the same effect.
         if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
             pool->used_high = pool->used;
         else
-            pool->reserved_high = pool->used;
+            pool->reserved_high = pool->reserved;
         break;
     default:
         SIM_RET(CUDA_ERROR_INVALID_VALUE);
@@ -830,6 +1192,8 @@ SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute
         *(cuuint64_t *)value = pool->release_threshold;
         break;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+        *(cuuint64_t *)value = pool->reserved;
+        break;
     case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
         *(cuuint64_t *)value = pool->used;
         break;
@@ -847,11 +1211,11 @@ SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute
 
 SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
-    (void)minBytesToKeep;
     CUresult r = sim_enter();
     if (r) SIM_RET(r);
     if (!pool_ok(pool)) SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    // Nothing to trim: freed blocks already gave their capacity back.
+    // At once, what the calling thread has seen unused (see "memory pools").
+    pool_trim(pool, minBytesToKeep, &sim_thread()->vc);
     SIM_RET(CUDA_SUCCESS);
 }
 

@@ -218,28 +218,42 @@ sim_node_t *sim_graph_add(sim_graph_t *g, int kind, const char *what, uint32_t s
 }
 
 // --- scheduling -------------------------------------------------------------------
+// What an op enqueued on s now is ordered after, joined into vc: the host
+// thread's past and, with legacy semantics, the other blocking streams (for
+// the legacy stream; destroyed ones included: their pending work still
+// runs) or the legacy stream (for a blocking stream). Returns the latest
+// tail among them and s, the earliest the op can start.
+static uint64_t join_order(sim_vc_t *vc, const sim_stream_t *s)
+{
+    sim_vc_join(vc, &sim_thread()->vc);
+    uint64_t start = s->tail_ns;
+    if (s->legacy) {
+        for (int i = 0; i < n_streams; i++) {
+            const sim_stream_t *b = streams[i];
+            if (b == s || !is_blocking(b)) continue;
+            sim_vc_join(vc, &b->vc);
+            if (b->tail_ns > start) start = b->tail_ns;
+        }
+    } else if (is_blocking(s) && legacy_stream) {
+        sim_vc_join(vc, &legacy_stream->vc);
+        if (legacy_stream->tail_ns > start) start = legacy_stream->tail_ns;
+    }
+    return start;
+}
+
+void sim_stream_next_vc(const sim_stream_t *s, sim_vc_t *out)
+{
+    *out = s->vc;
+    (void)join_order(out, s);
+    out->c[s->agent]++;
+}
+
 // Order an op (or an event record, engine NONE) on s without capture checks.
 static void op_schedule(sim_op_t *op, sim_stream_t *s, int engine, uint64_t cost_ns,
                         const char *what, const char *kernel)
 {
-    sim_thread_t *h = sim_thread();
-    sim_vc_join(&s->vc, &h->vc);
-    uint64_t start = sim_host_ns;
-    if (s->tail_ns > start) start = s->tail_ns;
-    if (s->legacy) {
-        // The legacy stream waits for all prior work on every blocking stream
-        // (destroyed ones included: their pending work still runs).
-        for (int i = 0; i < n_streams; i++) {
-            sim_stream_t *b = streams[i];
-            if (b == s || !is_blocking(b)) continue;
-            sim_vc_join(&s->vc, &b->vc);
-            if (b->tail_ns > start) start = b->tail_ns;
-        }
-    } else if (is_blocking(s) && legacy_stream) {
-        // ... and blocking streams wait for prior legacy-stream work.
-        sim_vc_join(&s->vc, &legacy_stream->vc);
-        if (legacy_stream->tail_ns > start) start = legacy_stream->tail_ns;
-    }
+    uint64_t start = join_order(&s->vc, s);
+    if (sim_host_ns > start) start = sim_host_ns;
     if (engine >= 0 && engine < SIM_ENG_COUNT && eng_free[engine] > start) start = eng_free[engine];
     uint64_t end = start + cost_ns;
     if (engine >= 0 && engine < SIM_ENG_COUNT) {
@@ -380,6 +394,7 @@ static CUresult stream_sync(CUstream h, bool ptds)
             if (r == CUDA_SUCCESS) {
                 sim_host_wait_until(s->tail_ns);
                 sim_vc_join(&sim_thread()->vc, &s->vc);
+                sim_mem_synced();
             }
         }
     }
@@ -859,9 +874,12 @@ SIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
     SIM_FAIL_POINT(cuEventSynchronize);
     CUresult r = sim_enter();
-    if (r == CUDA_SUCCESS && (r = event_wait_check(hEvent)) == CUDA_SUCCESS && hEvent->recorded) {
-        sim_host_wait_until(hEvent->time_ns);
-        sim_vc_join(&sim_thread()->vc, &hEvent->vc);
+    if (r == CUDA_SUCCESS && (r = event_wait_check(hEvent)) == CUDA_SUCCESS) {
+        if (hEvent->recorded) {
+            sim_host_wait_until(hEvent->time_ns);
+            sim_vc_join(&sim_thread()->vc, &hEvent->vc);
+        }
+        sim_mem_synced(); // a synchronize call, even of a never-recorded event
     }
     sim_leave();
     return r;

@@ -80,7 +80,7 @@ typedef struct sim_kernel_desc_s {
 
 typedef struct sim_stats_s {
     uint64_t capacity_bytes;
-    uint64_t peak_device_bytes;    // physical device bytes: allocs, pools, cuMemCreate
+    uint64_t peak_device_bytes;    // physical device bytes: allocs, pool reserves, cuMemCreate
     uint64_t current_device_bytes;
     uint64_t races;
     uint64_t faults;
@@ -103,6 +103,13 @@ typedef struct sim_stats_s {
     uint64_t injected;             // failures injected by SIM_FAIL (a counter)
     uint64_t deinit_refused;       // calls answered CUDA_ERROR_DEINITIALIZED after the
                                    // teardown at exit (SIM_DEINIT_AT_EXIT)
+    // Memory as the driver counts it (new keys are only ever appended):
+    uint64_t pool_reserved_bytes;  // held by memory pools now, used or not (state)
+    uint64_t peak_in_use_bytes;    // high-water mark of cuMemGetInfo's total - free
+                                   // (simResetStats resets it, simResetPeak does not)
+    uint64_t peak_pool_unused_bytes; // the pools' reserved-but-unused bytes at the moment
+                                     // peak_device_bytes was last raised (set back with
+                                     // the peak: simResetPeak, simResetStats)
 } sim_stats_t;
 
 // --- driver level (libcuda.so.1) ---

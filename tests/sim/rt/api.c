@@ -89,6 +89,79 @@ RT_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
     return rt_free_async(devPtr, hStream, true);
 }
 
+static cudaError_t rt_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s,
+                                       bool ptds)
+{
+    if (!ptr) return rt_ret(cudaErrorInvalidValue);
+    RT_ENTER();
+    CUdeviceptr d = 0;
+    CUresult r =
+        RT_PICK(ptds, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz)(&d, size, pool, s);
+    if (r == CUDA_SUCCESS) *ptr = (void *)(uintptr_t)d;
+    return rt_ret_cu(r);
+}
+
+RT_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
+                                              cudaStream_t stream)
+{
+    return rt_malloc_from_pool(ptr, size, memPool, stream, false);
+}
+
+RT_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                                   cudaStream_t stream)
+{
+    return rt_malloc_from_pool(ptr, size, memPool, stream, true);
+}
+
+// --- memory pools ------------------------------------------------------------------
+// cudaMemPool_t is the driver's CUmemoryPool and enum cudaMemPoolAttr numbers
+// CUmemPool_attribute's values; the one device's ordinal is its CUdevice.
+// What the pool does with them is the driver's (drv/mem.c, "memory pools").
+_Static_assert(sizeof(cudaMemPool_t) == sizeof(CUmemoryPool), "pool handles are the same pointers");
+_Static_assert((int)cudaMemPoolAttrReleaseThreshold == (int)CU_MEMPOOL_ATTR_RELEASE_THRESHOLD &&
+                   (int)cudaMemPoolAttrUsedMemHigh == (int)CU_MEMPOOL_ATTR_USED_MEM_HIGH &&
+                   (int)cudaMemPoolReuseFollowEventDependencies ==
+                       (int)CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES,
+               "runtime and driver pool attributes share their values");
+
+RT_EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+{
+    RT_ENTER();
+    return rt_ret_cu(rt_drv.cuDeviceGetDefaultMemPool(memPool, (CUdevice)device));
+}
+
+RT_EXPORT cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
+{
+    RT_ENTER();
+    return rt_ret_cu(rt_drv.cuDeviceGetMemPool(memPool, (CUdevice)device));
+}
+
+RT_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
+{
+    RT_ENTER();
+    return rt_ret_cu(rt_drv.cuDeviceSetMemPool((CUdevice)device, memPool));
+}
+
+RT_EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+                                              void *value)
+{
+    RT_ENTER();
+    return rt_ret_cu(rt_drv.cuMemPoolSetAttribute(memPool, (CUmemPool_attribute)attr, value));
+}
+
+RT_EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+                                              void *value)
+{
+    RT_ENTER();
+    return rt_ret_cu(rt_drv.cuMemPoolGetAttribute(memPool, (CUmemPool_attribute)attr, value));
+}
+
+RT_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+    RT_ENTER();
+    return rt_ret_cu(rt_drv.cuMemPoolTrimTo(memPool, minBytesToKeep));
+}
+
 RT_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
     if (!ptr) return rt_ret(cudaErrorInvalidValue);

@@ -60,6 +60,9 @@
     X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister)                      \
     X(cuMemHostUnregister) X(cuPointerGetAttribute)                              \
     X(cuMemAllocAsync) X(cuMemFreeAsync)                                         \
+    X(cuMemAllocFromPoolAsync) X(cuDeviceGetDefaultMemPool)                     \
+    X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolSetAttribute)         \
+    X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo)                                  \
     X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD)                              \
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync)               \
     X(cuMemsetD8) X(cuMemsetD8Async)                                             \
@@ -76,6 +79,7 @@
     X(cuGraphExecDestroy) X(cuGraphInstantiateWithParams) X(cuGraphClone)        \
     P(cuMemAllocAsync_ptsz, cuMemAllocAsync)                                     \
     P(cuMemFreeAsync_ptsz, cuMemFreeAsync)                                       \
+    P(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync)                     \
     P(cuMemcpyHtoD_ptds, cuMemcpyHtoD) P(cuMemcpyDtoH_ptds, cuMemcpyDtoH)        \
     P(cuMemcpyDtoD_ptds, cuMemcpyDtoD)                                           \
     P(cuMemcpyHtoDAsync_ptsz, cuMemcpyHtoDAsync)                                 \

@@ -305,6 +305,38 @@ Test(core, capacity_suffixes, .init = cap_env)
 
 // The exit line: printed by sim_fault before _exit as by the destructor at
 // normal exit (same function). Read from a child that faults.
+// A pool's reserve at exit: the block is freed but its chunk is the pool's,
+// and a touch of it faults naming both.
+static void pool_fault_child(void)
+{
+    setenv("SIM_QUIET", "0", 1);
+    CUcontext c;
+    cuInit(0);
+    cuDevicePrimaryCtxRetain(&c, 0);
+    cuCtxSetCurrent(c);
+    CUdeviceptr p, q;
+    cuMemAllocAsync(&p, 3 << 20, NULL);
+    cuMemFreeAsync(p, NULL);
+    cuMemAlloc(&q, 4096);
+    *(volatile char *)(uintptr_t)p = 1; // use after free
+}
+
+Test(core, exit_line_counts_the_pool_reserve)
+{
+    char buf[4096];
+    cr_assert_eq(run_child_capture(pool_fault_child, buf, sizeof buf), SIM_EXIT_FAULT, "got: %s",
+                 buf);
+    cr_assert(strstr(buf, "no live allocation (free in the memory pool's reserve); last: "
+                          "cuMemAllocAsync buffer"),
+              "got: %s", buf);
+    // 4 MiB of chunk and a page: the device's bytes, and cuMemGetInfo's.
+    cr_assert(strstr(buf, "simgpu: peak_device_bytes=4198400 current_device_bytes=4198400 "),
+              "got: %s", buf);
+    cr_assert(strstr(buf, " live_pinned_bytes=0 pool_reserved_bytes=4194304 "
+                          "peak_in_use_bytes=4198400 peak_pool_unused_bytes=4194304\n"),
+              "got: %s", buf);
+}
+
 static void fault_child(void)
 {
     setenv("SIM_QUIET", "0", 1);
@@ -332,7 +364,9 @@ Test(core, exit_line_and_fault_diagnostic)
             "simgpu: peak_device_bytes=8192 current_device_bytes=0 races=0 faults=1 elapsed_ns="),
         "got: %s", buf);
     cr_assert(strstr(buf, " pin_calls=0 mem_create=0 address_reserve=0 set_access=0 "
-                          "live_handles=0 live_mappings=0 live_pinned_bytes=0\n"),
+                          "live_handles=0 live_mappings=0 live_pinned_bytes=0 "
+                          "pool_reserved_bytes=0 peak_in_use_bytes=8192 "
+                          "peak_pool_unused_bytes=0\n"),
               "got: %s", buf);
 }
 
@@ -612,7 +646,9 @@ Test(core, exit_line_at_normal_exit)
               "got: %s", buf);
     // The host allocation is still held at exit: a pinned leak of one page.
     cr_assert(strstr(line, " launches=0 pin_calls=1 mem_create=0 address_reserve=0 set_access=0 "
-                           "live_handles=0 live_mappings=0 live_pinned_bytes=4096\n"),
+                           "live_handles=0 live_mappings=0 live_pinned_bytes=4096 "
+                           "pool_reserved_bytes=0 peak_in_use_bytes=16384 "
+                           "peak_pool_unused_bytes=0\n"),
               "got: %s", buf);
     cr_assert_null(strstr(line + 1, "simgpu: "), "one line: %s", buf);
     cr_assert_eq(run_child_capture(quiet_exit_child, buf, sizeof buf), 0);

@@ -231,10 +231,10 @@ Test(mem, async_reuse_follows_order, .init = setup)
     cr_assert_eq(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     CUdeviceptr a, b, c, d;
     cr_assert_eq(cuMemAllocAsync(&a, 1 * MiB, s1), CUDA_SUCCESS);
-    cr_assert_eq(stats().current_device_bytes, 1 * MiB);
+    cr_assert_eq(stats().current_device_bytes, G2, "the pool reserves a 2 MiB chunk");
     cr_assert_eq(cuMemFreeAsync(a, s1), CUDA_SUCCESS);
-    cr_assert_eq(stats().current_device_bytes, 0, "bytes count until the free is enqueued");
-    // Not ordered after the free: fresh space.
+    cr_assert_eq(stats().current_device_bytes, G2, "freed to the pool: still reserved");
+    // Not ordered after the free: the chunk's fresh half, never a's range.
     cr_assert_eq(cuMemAllocAsync(&b, 1 * MiB, s2), CUDA_SUCCESS);
     cr_assert_neq(b, a, "reuse across unordered streams");
     // Same stream: ordered, reused.
@@ -248,11 +248,11 @@ Test(mem, async_reuse_follows_order, .init = setup)
     cr_assert_eq(cuStreamWaitEvent(s2, e, 0), CUDA_SUCCESS);
     cr_assert_eq(cuMemAllocAsync(&d, 1 * MiB, s2), CUDA_SUCCESS);
     cr_assert_eq(d, a, "reuse after an event wait");
-    cr_assert_eq(stats().current_device_bytes, 2 * MiB);
+    cr_assert_eq(stats().current_device_bytes, G2, "both blocks in the one chunk");
     cr_assert_eq(cuMemFreeAsync(d, s2), CUDA_SUCCESS);
     cr_assert_eq(cuMemFreeAsync(b, s2), CUDA_SUCCESS);
     cr_assert_eq(cuMemFreeAsync(b, s2), CUDA_ERROR_INVALID_VALUE, "double free");
-    cr_assert_eq(stats().current_device_bytes, 0);
+    cr_assert_eq(stats().current_device_bytes, G2, "no synchronisation yet: still reserved");
     cr_assert_eq(cuMemAllocAsync(&d, 0, s2), CUDA_ERROR_INVALID_VALUE);
     cr_assert_eq(cuMemAllocAsync(&d, 2 * GiB, s2), CUDA_ERROR_OUT_OF_MEMORY);
     cr_assert_eq(stats().races, 0);
@@ -280,8 +280,16 @@ Test(mem, free_of_async_memory_does_not_sync, .init = setup)
     cr_assert_eq(stats().races, 1);
 }
 
+// A free the host saw complete is reusable from any stream: kept by a release
+// threshold; with the default threshold (0) the synchronisation released the
+// chunk, and the next allocation gets fresh space.
 Test(mem, async_reuse_after_host_sync, .init = setup)
 {
+    CUmemoryPool pool;
+    cr_assert_eq(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+    cuuint64_t keep_all = UINT64_MAX;
+    cr_assert_eq(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all),
+                 CUDA_SUCCESS);
     CUstream s1, s2;
     cr_assert_eq(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     cr_assert_eq(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
@@ -291,6 +299,15 @@ Test(mem, async_reuse_after_host_sync, .init = setup)
     cr_assert_eq(cuStreamSynchronize(s1), CUDA_SUCCESS);
     cr_assert_eq(cuMemAllocAsync(&b, 64 * 1024, s2), CUDA_SUCCESS);
     cr_assert_eq(b, a, "the host saw the free complete: reusable anywhere");
+    cr_assert_eq(cuMemFreeAsync(b, s2), CUDA_SUCCESS);
+
+    cuuint64_t none = 0;
+    cr_assert_eq(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &none),
+                 CUDA_SUCCESS);
+    cr_assert_eq(cuStreamSynchronize(s2), CUDA_SUCCESS);
+    cr_assert_eq(stats().current_device_bytes, 0, "threshold 0: the sync released the chunk");
+    cr_assert_eq(cuMemAllocAsync(&b, 64 * 1024, s1), CUDA_SUCCESS);
+    cr_assert_neq(b, a, "a released chunk's range is not handed out again at once");
 }
 
 Test(mem, async_use_after_free_faults, .init = setup, .exit_code = SIM_EXIT_FAULT)

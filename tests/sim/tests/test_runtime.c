@@ -266,6 +266,48 @@ Test(runtime, host_alloc_register_meminfo)
     cr_assert_leq(fr, tot);
 }
 
+// The pool calls PyTorch's backend:cudaMallocAsync makes (lazy_init_device
+// sets the release threshold to UINT64_MAX; emptyCache synchronises and
+// trims to 0), and cudaMemGetInfo seeing the reserve through all of them.
+Test(runtime, memory_pool_calls)
+{
+    setenv("SIM_CAPACITY", "1G", 1);
+    cudaMemPool_t pool = NULL, cur = NULL;
+    cr_assert_eq(cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
+    cr_assert_not_null(pool);
+    cr_assert_eq(cudaDeviceGetMemPool(&cur, 0), cudaSuccess);
+    cr_assert_eq(cur, pool);
+    cr_assert_eq(cudaDeviceSetMemPool(0, pool), cudaSuccess);
+    cr_assert_eq(cudaDeviceGetDefaultMemPool(&cur, 1), cudaErrorInvalidDevice);
+    cr_assert_eq(cudaGetLastError(), cudaErrorInvalidDevice);
+    uint64_t keep = UINT64_MAX;
+    cr_assert_eq(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                 cudaSuccess);
+    int on = 1;
+    cr_assert_eq(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, &on),
+                 cudaSuccess);
+    size_t fr0, fr, tot;
+    cr_assert_eq(cudaMemGetInfo(&fr0, &tot), cudaSuccess);
+    void *a = NULL, *b = NULL;
+    cr_assert_eq(cudaMallocAsync(&a, 10u << 20, NULL), cudaSuccess);
+    cr_assert_eq(cudaMallocFromPoolAsync(&b, 6u << 20, pool, NULL), cudaSuccess);
+    cr_assert_eq(cudaFreeAsync(a, NULL), cudaSuccess);
+    cr_assert_eq(cudaFreeAsync(b, NULL), cudaSuccess);
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    cr_assert_eq(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+    cr_assert_eq(fr0 - fr, 16u << 20, "the pool kept its reserve through the sync");
+    uint64_t v = 0;
+    cr_assert_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &v), cudaSuccess);
+    cr_assert_eq(v, 16u << 20);
+    cr_assert_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v), cudaSuccess);
+    cr_assert_eq(v, 0);
+    cr_assert_eq(cudaMemPoolTrimTo(pool, 0), cudaSuccess);
+    cr_assert_eq(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+    cr_assert_eq(fr, fr0);
+    cr_assert_eq(cudaMemPoolTrimTo((cudaMemPool_t)&v, 0), cudaErrorInvalidValue);
+    cr_assert_eq(cudaMallocFromPoolAsync(NULL, 16, pool, NULL), cudaErrorInvalidValue);
+}
+
 // --- errors and last-error state -----------------------------------------------------------------
 Test(runtime, errors_and_last_error)
 {
