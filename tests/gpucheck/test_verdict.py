@@ -309,5 +309,72 @@ class Parent(unittest.TestCase):
         self.assertEqual(gc.parse_args(["--quick"]).steps, gc.QUICK["steps"])
 
 
+class Record(unittest.TestCase):
+    """--record DIR (issue 20): the argument, the directory refused before any
+    run, the environments of the recording runs, and DIR/README.md."""
+
+    def test_argument(self):
+        self.assertEqual(gc.parse_args(["--record", "out/traces"]).record, "out/traces")
+        self.assertIsNone(gc.parse_args([]).record)
+        self.assertEqual(gc.parse_args(["--quick", "--record", "d"]).steps, gc.QUICK["steps"])
+
+    def test_unwritable_dir_is_one_line_and_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            blocker = os.path.join(tmp, "a-file")
+            open(blocker, "w").close()
+            bad = os.path.join(blocker, "traces")  # under a file: not even root can create it
+            p = subprocess.run([sys.executable, SCRIPT, "--cpu-selftest", "--python", "/bin/false",
+                                "--record", bad], capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertEqual(p.stdout, "")  # before anything ran, the self-test included
+            lines = p.stderr.splitlines()
+            self.assertEqual(len(lines), 1, p.stderr)
+            self.assertTrue(lines[0].startswith(f"gpu-check: error: --record {bad}: cannot create or write it"),
+                            lines[0])
+            self.assertEqual(os.listdir(tmp), ["a-file"])
+
+    def test_dir_is_created(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            d = os.path.join(tmp, "new", "traces")
+            self.assertEqual(gc.record_dir(d), d)
+            self.assertEqual(os.listdir(d), [])
+
+    def test_record_environments(self):
+        env = gc.without_aoshim({"PATH": "/bin"})
+        old = dict(os.environ)
+        os.environ["AOSHIM_RECORD"] = "/elsewhere/%p.trace"  # the user's: each run sets its own
+        try:
+            e = gc.with_aoshim(env, "/lib/libaoshim.so", "/tmp/r.json", offload_layers="all",
+                               record="/rec/all.trace")
+            b = gc.with_aoshim(env, "/lib/libaoshim.so", "/tmp/r.json", enable=0, record="/rec/base-record.trace")
+        finally:
+            os.environ.clear()
+            os.environ.update(old)
+        self.assertEqual((e["AOSHIM_RECORD"], e["AOSHIM_OFFLOAD_LAYERS"]), ("/rec/all.trace", "all"))
+        self.assertEqual((b["AOSHIM_RECORD"], b["AOSHIM_ENABLE"]), ("/rec/base-record.trace", "0"))
+        self.assertNotIn("AOSHIM_OFFLOAD_LAYERS", b)
+        self.assertNotIn("AOSHIM_RECORD", env)  # the verdict's baseline loads no aoshim and records nothing
+
+    def test_readme(self):
+        info = dict(device="NVIDIA H200", driver="580.95.05", driver_cuda="13.0", toolkit="13.0",
+                    torch="2.11.0+cu130", torch_cuda="13.0")
+        args = gc.parse_args(["--quick"])
+        with tempfile.TemporaryDirectory() as d:
+            for n in ("base-record.trace", "auto.trace", "all.trace", "step.et.json.gz",
+                      "step.alloc-history.pickle", "step.torch-profile.json.gz", "capture.py"):
+                open(os.path.join(d, n), "w").close()
+            files = gc.write_readme(d, info, args, "cuda")
+            with open(os.path.join(d, "README.md")) as f:
+                text = f.read()
+        self.assertEqual(len(files), 8)
+        for want in ("- device: NVIDIA H200", "- driver: 580.95.05 (CUDA 13.0)", "- torch: 2.11.0+cu130",
+                     "| `step.alloc-history.pickle` |", "| `all.trace` |",
+                     "    aoshim-replay convert --et step.et.json.gz --alloc-history step.alloc-history.pickle "
+                     "--profile step.torch-profile.json.gz -o step.trace\n"):
+            self.assertIn(want, text)
+        self.assertNotIn("budget.trace", text)
+        self.assertNotIn("Not made this time", text)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
