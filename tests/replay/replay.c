@@ -36,6 +36,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "kernels.h" // ts_mix64, the workload's bijective mix
+
 #define PROG       "replay"
 #define LINE_MAX_  (64 * 1024)  // docs/trace-format.md: lines are at most 64 KiB
 #define ALIGN      512ull       // --scale rounds sizes and offsets up to this
@@ -834,20 +836,10 @@ static void count_alloc(uint64_t bytes)
 }
 
 // --- --check: the sampled words --------------------------------------------------------------
-static inline uint64_t mix64(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xbf58476d1ce4e5b9ULL;
-    z ^= z >> 27;
-    z *= 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return z;
-}
-
 static inline uint8_t expect(const word_t *w, uint64_t i)
 {
     if (w->val >= 0) return (uint8_t)w->val;
-    return (uint8_t)(mix64(w->seed + (i >> 3)) >> ((i & 7) * 8));
+    return (uint8_t)(ts_mix64(w->seed + (i >> 3)) >> ((i & 7) * 8));
 }
 
 static size_t w_first(const inst_t *x, uint64_t a) // first word ending after a
@@ -946,7 +938,7 @@ static void w_write(inst_t *x, uint64_t off, uint64_t n, uint8_t *mem, uint64_t 
     uint32_t sl[4096];
     size_t k = samples(off, n, so, sl, 4096);
     for (size_t i = 0; i < k; i++) {
-        word_t w = {so[i], mix64(seed ^ mix64(so[i] + 1)), sl[i], -1};
+        word_t w = {so[i], ts_mix64(seed ^ ts_mix64(so[i] + 1)), sl[i], -1};
         for (uint64_t b = 0; b < w.len; b++)
             mem[w.off - off + b] = expect(&w, b);
         w_add(x, w);
@@ -955,7 +947,7 @@ static void w_write(inst_t *x, uint64_t off, uint64_t n, uint8_t *mem, uint64_t 
 
 static uint64_t seed_of(size_t rec, uint64_t off)
 {
-    return mix64(((uint64_t)cur_step << 40) ^ ((uint64_t)rec << 1) ^ 0x5bd1e995) ^ mix64(off);
+    return ts_mix64(((uint64_t)cur_step << 40) ^ ((uint64_t)rec << 1) ^ 0x5bd1e995) ^ ts_mix64(off);
 }
 
 // --- kernels -------------------------------------------------------------------------------
@@ -991,9 +983,9 @@ static size_t capkregs, nkregs; // open addressing, capkregs a power of two
 
 static uint64_t key_hash(const kkey_t *k)
 {
-    uint64_t h = mix64((uint64_t)k->kid ^ ((uint64_t)k->nd << 32) ^ ((uint64_t)k->ne << 48));
+    uint64_t h = ts_mix64((uint64_t)k->kid ^ ((uint64_t)k->nd << 32) ^ ((uint64_t)k->ne << 48));
     for (int i = 0; i < k->nd; i++)
-        h = mix64(h ^ k->modes[i]);
+        h = ts_mix64(h ^ k->modes[i]);
     return h;
 }
 
@@ -1571,7 +1563,7 @@ static void issue_copy(size_t ri, const rec_t *r)
             uint32_t sl[4096];
             size_t m = samples(0, n, so, sl, 4096);
             for (size_t i = 0; i < m; i++) {
-                word_t w = {dst.off + so[i], mix64(seed_of(ri, dst.off) ^ so[i]), sl[i], -1};
+                word_t w = {dst.off + so[i], ts_mix64(seed_of(ri, dst.off) ^ so[i]), sl[i], -1};
                 for (uint64_t b = 0; b < w.len; b++)
                     host[so[i] + b] = expect(&w, b);
                 w_add(dst.x, w);

@@ -80,6 +80,26 @@ Test(auto_budget, nothing_known_is_no_limit)
 }
 
 // --- a step's end: the next plan ----------------------------------------------------------
+// What plan.c makes of the step the tests measure (equal layers, forward 5 ms,
+// backward 10, a 50 GB/s link), under budget.
+static void plan_for(uint64_t budget, ao_plan_t *want)
+{
+    uint64_t fwd[N], bwd[N];
+    for (int l = 0; l < N; l++)
+        fwd[l] = 5000000, bwd[l] = 10000000;
+    ao_plan_in_t in = {.nlayers = N,
+                       .mbs = 1,
+                       .bytes = ao_auto.bytes,
+                       .fwd_ns = fwd,
+                       .bwd_ns = bwd,
+                       .peak_without = ao_auto.peak_without,
+                       .budget = budget,
+                       .d2h = 50,
+                       .h2d = 50,
+                       .late_d = ao_auto.late_d};
+    ao_plan_make(&in, want);
+}
+
 // The plan taken is the planner's answer to what the step measured: the
 // same as asking plan.c directly with those figures.
 Test(auto_step, the_plan_is_the_planners_answer_to_the_measured_step)
@@ -99,21 +119,8 @@ Test(auto_step, the_plan_is_the_planners_answer_to_the_measured_step)
         cr_assert_eq(ao_auto.cur[l], 0, "layer %d: this step's bytes start again", l);
         cr_assert_eq(ao_auto.want[l], 200 * MiB);
     }
-    uint64_t fwd[N], bwd[N];
-    for (int l = 0; l < N; l++)
-        fwd[l] = 5000000, bwd[l] = 10000000;
-    ao_plan_in_t in = {.nlayers = N,
-                       .mbs = 1,
-                       .bytes = ao_auto.bytes,
-                       .fwd_ns = fwd,
-                       .bwd_ns = bwd,
-                       .peak_without = peak,
-                       .budget = 1 * GiB,
-                       .d2h = 50,
-                       .h2d = 50,
-                       .late_d = ao_auto.late_d};
     ao_plan_t want;
-    ao_plan_make(&in, &want);
+    plan_for(1 * GiB, &want); // peak_without is the step's peak, asserted above
     cr_assert_gt(want.count, 0, "the budget is under the need: layers go");
     cr_assert_eq(ao_auto.plan.count, want.count);
     cr_assert_eq(ao_auto.plan.prefetch, want.prefetch);
@@ -149,24 +156,6 @@ static void pool_step(uint64_t reserved, uint64_t used)
     ao_stat_device((int64_t)(N * 200 * MiB), 0, 0); // the step's peak, all the pool's
     ao_auto_pool_note(reserved, used);
     ao_auto_step();
-}
-
-static void plan_for(uint64_t budget, ao_plan_t *want)
-{
-    uint64_t fwd[N], bwd[N];
-    for (int l = 0; l < N; l++)
-        fwd[l] = 5000000, bwd[l] = 10000000;
-    ao_plan_in_t in = {.nlayers = N,
-                       .mbs = 1,
-                       .bytes = ao_auto.bytes,
-                       .fwd_ns = fwd,
-                       .bwd_ns = bwd,
-                       .peak_without = ao_auto.peak_without,
-                       .budget = budget,
-                       .d2h = 50,
-                       .h2d = 50,
-                       .late_d = ao_auto.late_d};
-    ao_plan_make(&in, want);
 }
 
 Test(auto_step, the_pools_unused_reserve_lowers_the_budget_planned_to)
