@@ -283,6 +283,12 @@ def group_late():
         ok_clean(fig, "step4 on the default stream under aoshim")
         expect(fig["late_reloads"] == 0,
                f"step4 on the default stream: late_reloads={fig['late_reloads']}")
+        # One name for the stream must never mean a wait skipped: the bytes
+        # every kernel reads back are the ones written (and no race).
+        rc, fig, _ = run(t, "--check", shim=True, env=[("AOSHIM_OFFLOAD_LAYERS", "all")])
+        ok_clean(fig, "step4 on the default stream under aoshim, --check")
+        expect(fig.get("wrong") == 0,
+               f"step4 on the default stream under aoshim: wrong={fig.get('wrong')}")
 
 
 def group_data():
