@@ -67,6 +67,7 @@ typedef enum kind_e {
     K_MAP,
     K_UNMAP,
     K_END,
+    K_SAMPLE,
 } kind_e;
 
 // The entry points of alloc and free records.
@@ -96,7 +97,7 @@ enum { SY_DEVICE, SY_STREAM, SY_EVENT };
 enum { CP_H2D, CP_D2H, CP_D2D, CP_H2H };
 enum { PO_CREATE, PO_ATTR, PO_TRIM, PO_DESTROY };
 enum { LO_BEGIN, LO_END, LO_BWD_BEGIN, LO_BWD_END, LO_STEP_END, LO_MICROBATCH, LO_KEEP };
-enum { RF_ASYNC = 1, RF_PAGEABLE = 2, RF_DUR = 4 };
+enum { RF_ASYNC = 1, RF_PAGEABLE = 2, RF_DUR = 4, RF_T = 8 };
 enum { M_UNKNOWN = 0, M_R = 1, M_W = 2, M_RW = 3 };
 #define LEN_UNKNOWN UINT64_MAX
 
@@ -108,12 +109,14 @@ typedef struct rec_s {
     uint32_t line, nptr;
     uint64_t a, b, c, d; // addresses and sizes, by kind (see parse_record)
     uint64_t dur;
+    uint64_t t; // host time (t=); a record without one takes the next record's
     size_t ptr0;
 } rec_t;
 
 typedef struct ptr_s {
     uint64_t addr, len; // len LEN_UNKNOWN: to the end of its allocation
     uint8_t mode;
+    bool junk; // a raw word in a slot that is no pointer (classify_raw_words)
 } ptr_t;
 
 typedef struct kdecl_s {
@@ -127,6 +130,8 @@ static ptr_t *ptrs;
 static size_t nptrs, capptrs;
 static kdecl_t *kdecls;
 static size_t nkdecls;
+static uint64_t *sample_ns; // a recorded trace's timed launches: sample id -> GPU ns (0: none)
+static size_t nsamples, capsamples;
 static char **phases; // phase names, by id
 static size_t nphases;
 
@@ -164,7 +169,7 @@ static struct {
 // What the replay skipped or made up, said once at the end.
 static struct {
     uint64_t unknown_frees, unmapped_ptrs, dropped_ptrs, implicit_frees, skipped_copies,
-        merged_pools, unknown_attrs, undeclared_kernels;
+        merged_pools, unknown_attrs, undeclared_kernels, stale_words, reordered, junk_words;
 } note;
 
 static int cur_step; // 1-based replayed step, 0 in the setup
@@ -361,7 +366,7 @@ static void parse_ptrs(char *v, rec_t *r)
 {
     r->ptr0 = nptrs;
     for (char *tok = strtok(v, ","); tok; tok = strtok(NULL, ",")) {
-        ptr_t p = {0, LEN_UNKNOWN, M_UNKNOWN};
+        ptr_t p = {0, LEN_UNKNOWN, M_UNKNOWN, false};
         char *mode = strchr(tok, ':');
         if (mode) {
             *mode++ = 0;
@@ -390,7 +395,7 @@ static void parse_ptrs(char *v, rec_t *r)
 static const char *const kind_names[] = {
     "meta", "stream", "stream_destroy", "event",  "record", "wait",  "sync",  "alloc", "free",
     "pool", "kernel", "launch",         "memset", "copy",   "layer", "phase", "map",   "unmap",
-    "end",
+    "end",  "sample",
 };
 
 // One record line (modified in place). Unknown kinds and fields are skipped
@@ -422,6 +427,10 @@ static void parse_record(char *line)
     if ((v = fget(f, n, "dur"))) {
         r.dur = num("dur", v);
         r.flags |= RF_DUR;
+    }
+    if ((v = fget(f, n, "t"))) {
+        r.t = num("t", v);
+        r.flags |= RF_T;
     }
     switch (kind) {
     case K_STREAM:
@@ -503,8 +512,18 @@ static void parse_record(char *line)
         if (!kdecls[id].name) abort();
         return; // a declaration, not something to issue
     }
+    case K_SAMPLE: { // the GPU time of the launch that names it, anywhere in the file
+        uint64_t id = num("id", freq(f, n, kn, "id")), ns = num("dur", freq(f, n, kn, "dur"));
+        if (id > (1u << 26)) bad("sample id=%" PRIu64 ": too large", id);
+        sample_ns = grow(sample_ns, &capsamples, id + 1, sizeof *sample_ns);
+        while (nsamples <= id)
+            sample_ns[nsamples++] = 0;
+        sample_ns[id] = ns ? ns : 1;
+        return; // not something to issue
+    }
     case K_LAUNCH: {
         r.id = ident("k", freq(f, n, kn, "k"));
+        r.d = (v = fget(f, n, "sample")) ? num("sample", v) + 1 : 0; // 0: not timed
         if (r.s < 0) bad("'launch' without s=");
         uint32_t g[3] = {1, 1, 1}, b[3] = {1, 1, 1};
         if ((v = fget(f, n, "grid"))) triple("grid", v, g);
@@ -612,6 +631,214 @@ static void read_trace(void)
         stop_early("bad_header", 2, "%s: empty (expected the line 'aoshim-trace 1')", trace_path);
     gzclose(z);
     free(buf);
+}
+
+// A recorded trace times one launch in 64 of each kernel and gives its GPU
+// time in a `sample` record: that launch gets it as its dur=, and the
+// kernel's mean covers its other launches (dur_of).
+static void time_sampled_launches(void)
+{
+    for (size_t i = 0; i < nrecs; i++) {
+        rec_t *r = &recs[i];
+        if (r->kind != K_LAUNCH || !r->d || (r->flags & RF_DUR)) continue;
+        uint64_t id = r->d - 1;
+        if (id >= nsamples || !sample_ns[id]) continue;
+        r->dur = sample_ns[id];
+        r->flags |= RF_DUR;
+        if ((size_t)r->id < nkdecls) {
+            kdecls[r->id].dur_sum += r->dur;
+            kdecls[r->id].dur_n++;
+        }
+    }
+}
+
+// The records in the order the program made them (docs/trace-format.md):
+// file order within a thread, the order of t= across threads. A recorded
+// trace writes each thread's records in blocks as its buffer fills, so two
+// threads' records interleave by block, not by call (the H200's GPT: the
+// autograd thread's blocks came up to 0.4 s late, and read in file order
+// its frees came before their allocations). A record without t= (a stream
+// or event declared at its first use) travels with the next record that
+// has one, the use it declares. Ties keep file order.
+static int cmp_rec_time(const void *a, const void *b)
+{
+    const rec_t *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return x->line < y->line ? -1 : x->line > y->line;
+}
+
+static size_t order_by_time(void)
+{
+    uint64_t next = UINT64_MAX;
+    for (size_t i = nrecs; i-- > 0;) {
+        if (recs[i].flags & RF_T)
+            next = recs[i].t;
+        else
+            recs[i].t = next;
+    }
+    uint64_t last = 0; // records after the last timed one stay last
+    size_t moved = 0;
+    for (size_t i = 0; i < nrecs; i++) {
+        if (recs[i].t == UINT64_MAX) recs[i].t = last;
+        if (recs[i].t < last) moved++;
+        if (recs[i].t > last) last = recs[i].t;
+    }
+    if (moved) qsort(recs, nrecs, sizeof *recs, cmp_rec_time);
+    return moved;
+}
+
+// --- raw words: which are pointers -------------------------------------------------------------
+// A recorded launch lists its parameters' words raw (docs/trace-format.md),
+// and a word that falls in a live allocation is not always a pointer the
+// kernel uses. PyTorch's elementwise kernels take their OffsetCalculator by
+// value, with 25 dimensions of which a few are set: the rest is the host
+// stack's leftovers, among them device addresses of tensors freed earlier.
+// With the caching allocator such an address is soon another tensor's, and
+// read as a pointer it is a touch of that tensor (on the H200's trace of
+// gpu-check's GPT, 849 touches of offloaded layers under `all`, against one
+// on the GPU itself, where aoshim's own addresses were not reused so soon).
+// So the words are classified by slot: a launch's kernel and the word's
+// place, counted from the first word and from the last (slot_key). A slot
+// whose word is, in some launch, in no live allocation (in freed memory, or
+// no device address: a host pointer, a size) is a slot of leftovers, and
+// its words are left out; a slot whose word is live in every launch holds
+// a pointer. The price: a multi-tensor kernel's slot holds a tensor's
+// address in one launch and a count in another, so most of AdamW's words go
+// (the optimizer's kernels then touch less than they do; their tensors are
+// parameters, gradients and optimizer state, which aoshim never offloads).
+// A weaker rule (freed memory only, not host words) left the leftovers of
+// the elementwise kernels in: 437 late reloads under `all` on the H200
+// trace where the GPU had one. With this one, the three traces recorded
+// there give what the GPU gave under `all`: one late reload, 11.0 GiB saved.
+typedef struct ivl_s {
+    uint64_t a, n;
+    bool live;
+} ivl_t;
+
+static ivl_t *ivs; // sorted by a, disjoint
+static size_t nivs, capivs;
+
+static size_t ivl_upper(uint64_t a)
+{
+    size_t lo = 0, hi = nivs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ivs[mid].a <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static ivl_t *ivl_find(uint64_t a)
+{
+    size_t i = ivl_upper(a);
+    return i && a < ivs[i - 1].a + ivs[i - 1].n ? &ivs[i - 1] : NULL;
+}
+
+static void ivl_add(uint64_t a, uint64_t n)
+{
+    if (!n) n = 1;
+    size_t hi = ivl_upper(a + n - 1), lo = hi;
+    while (lo > 0 && ivs[lo - 1].a + ivs[lo - 1].n > a)
+        lo--;
+    ivs = grow(ivs, &capivs, nivs + 1, sizeof *ivs);
+    memmove(&ivs[lo + 1], &ivs[hi], (nivs - hi) * sizeof *ivs);
+    nivs -= hi - lo;
+    ivs[lo] = (ivl_t){a, n, true};
+    nivs++;
+}
+
+typedef struct slot_s {
+    uint64_t key; // 0: empty
+    uint8_t seen; // 1: in a live allocation, 2: in a freed one, 4: in none
+} slot_t;
+
+static slot_t *slots;
+static size_t capslots = 1u << 16, nslots;
+
+static slot_t *slot_of(uint64_t key)
+{
+    if (!slots || 2 * (nslots + 1) > capslots) {
+        slot_t *old = slots;
+        size_t oldcap = slots ? capslots : 0;
+        if (slots) capslots *= 2;
+        slots = calloc(capslots, sizeof *slots);
+        if (!slots) abort();
+        nslots = 0;
+        for (size_t i = 0; i < oldcap; i++)
+            if (old[i].key) {
+                slot_t *n = slot_of(old[i].key);
+                n->seen = old[i].seen;
+            }
+        free(old);
+    }
+    size_t h = (size_t)(key * 0x9e3779b97f4a7c15ull >> 20) & (capslots - 1);
+    while (slots[h].key && slots[h].key != key)
+        h = (h + 1) & (capslots - 1);
+    if (!slots[h].key) {
+        slots[h].key = key;
+        nslots++;
+    }
+    return &slots[h];
+}
+
+// The slot of word i of a launch: counted from the first word among the
+// kernel's launches with as many words, or from the last word among all its
+// launches (the words that are 0 are left out of the trace, so one zero
+// more shifts every later word by one from the start, none from the end).
+static uint64_t slot_key(const rec_t *r, uint32_t i, bool from_end)
+{
+    uint64_t k = from_end ? (uint64_t)1 << 31 | (r->nptr - 1 - i)
+                          : (uint64_t)(r->nptr & 0x7fff) << 16 | (i & 0xffff);
+    return ((uint64_t)(uint32_t)r->id << 32 | k) + 1;
+}
+
+static bool raw_word(const ptr_t *p)
+{
+    return p->len == LEN_UNKNOWN && p->mode == M_UNKNOWN;
+}
+
+// Two passes over the records in their issue order; returns the junk words.
+static uint64_t classify_raw_words(void)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        nivs = 0;
+        for (size_t ri = 0; ri < nrecs; ri++) {
+            const rec_t *r = &recs[ri];
+            if ((r->kind == K_ALLOC && r->op != A_CU_MEM_CREATE) || r->kind == K_MAP) {
+                ivl_add(r->a, r->b);
+            } else if (r->kind == K_FREE || r->kind == K_UNMAP) {
+                size_t i = ivl_upper(r->a);
+                if (i && ivs[i - 1].a == r->a) ivs[i - 1].live = false;
+            } else if (r->kind == K_LAUNCH) {
+                for (uint32_t i = 0; i < r->nptr; i++) {
+                    ptr_t *p = &ptrs[r->ptr0 + i];
+                    if (!raw_word(p)) continue;
+                    const ivl_t *x = ivl_find(p->addr);
+                    slot_t *sl = slot_of(slot_key(r, i, false));
+                    slot_t *end = slot_of(slot_key(r, i, true));
+                    if (pass == 0) {
+                        uint8_t b = !x ? 4 : x->live ? 1 : 2;
+                        sl->seen |= b;
+                        end->seen |= b;
+                    } else {
+                        p->junk = ((sl->seen | end->seen) & 6) != 0;
+                    }
+                }
+            }
+        }
+    }
+    uint64_t junk = 0;
+    for (size_t i = 0; i < nptrs; i++)
+        junk += ptrs[i].junk && ivl_find(ptrs[i].addr) != NULL;
+    free(ivs);
+    free(slots);
+    ivs = NULL;
+    slots = NULL;
+    nivs = capivs = 0;
+    return junk;
 }
 
 // --- streams, events, pools ------------------------------------------------------------------
@@ -1128,8 +1355,23 @@ static void issue_launch(size_t ri, const rec_t *r)
     for (uint32_t i = 0; i < r->nptr; i++) {
         const ptr_t *p = &ptrs[r->ptr0 + i];
         span_t s;
+        if (p->junk) continue; // counted by classify_raw_words
         if (!span_of(p->addr, p->len, &s)) {
             note.unmapped_ptrs++;
+            continue;
+        }
+        // A raw parameter word (a recorded launch: no length, no mode) that
+        // names memory already freed is not taken as a read. A kernel
+        // dereferences only the fields it uses, and PyTorch's parameter
+        // structs carry uninitialised padding and unused fields: on the H200
+        // (gpu-check's GPT, 2026-11-26) an elementwise `where` kernel's
+        // parameters held the address of a 4-byte scratch tensor freed just
+        // before, beside its four real operands, and that program ran with
+        // the same bits twice. A declared pointer (with a length or a mode,
+        // as converted and hand-made traces write them) to freed memory is
+        // still the use-after-free it says, and faults.
+        if (!s.x->live && p->len == LEN_UNKNOWN && p->mode == M_UNKNOWN) {
+            note.stale_words++;
             continue;
         }
         if (n == MAX_DECL + MAX_BLOB) {
@@ -1946,6 +2188,21 @@ static void say_notes(void)
                 PROG ": note: %" PRIu64 " launch pointers in no allocation the trace made "
                      "were left out\n",
                 note.unmapped_ptrs);
+    if (note.reordered)
+        fprintf(stderr,
+                PROG ": note: %" PRIu64 " records were issued earlier than their place in the "
+                     "file, by their t= (another thread's block written late)\n",
+                note.reordered);
+    if (note.junk_words)
+        fprintf(stderr,
+                PROG ": note: %" PRIu64 " raw launch parameter words in allocations were left "
+                     "out: in another launch of the kernel, their slot held no live allocation\n",
+                note.junk_words);
+    if (note.stale_words)
+        fprintf(stderr,
+                PROG ": note: %" PRIu64 " raw launch parameter words named freed memory and "
+                     "were not taken as pointers (stale fields)\n",
+                note.stale_words);
     if (note.dropped_ptrs)
         fprintf(stderr,
                 PROG ": note: %" PRIu64 " launch pointers past %d in one launch were left "
@@ -1998,6 +2255,9 @@ int main(int argc, char **argv)
     if (opt_check && nd && *nd && strcmp(nd, "0"))
         stop_early("usage", 2, "--check needs the bytes: not with SIM_NODATA=%s", nd);
     read_trace();
+    time_sampled_launches();
+    note.reordered = order_by_time();
+    note.junk_words = classify_raw_words();
     plan_steps();
     int trace_steps = (int)nstep_ends;
     int steps = opt_steps > 0 ? (int)opt_steps : trace_steps ? trace_steps : 1;

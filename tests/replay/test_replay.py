@@ -3,7 +3,7 @@
 """The replay of step traces, on the hand-made traces of data/, through
 scripts/aoshim-replay run (the dispatcher, run.py and the replay program).
 
-  test_replay.py GROUP...   peak, check, broken, errors, late, data
+  test_replay.py GROUP...   peak, check, broken, errors, late, data, recorded, gpu
 
 Each group is one meson test. The figures a user would check: the replay's
 peak against the trace's own sum, worked out here from the trace's text;
@@ -344,6 +344,73 @@ def group_recorded():
             expect(rl and rl.group(1) == launches.group(1),
                    f"{what}: replay launched {rl.group(1) if rl else '?'}, the run "
                    f"{launches.group(1)}")
+
+
+def gpu_dirs():
+    """The folders of data/ that gpu-check --record filled on a real GPU."""
+    return sorted(os.path.join(DATA, n) for n in os.listdir(DATA)
+                  if os.path.isfile(os.path.join(DATA, n, "runs.json"))
+                  and os.path.isfile(os.path.join(DATA, n, "base-record.trace")))
+
+
+def plan_layers(text):
+    """'layers 0-5 of 16 offloaded' of aoshim's plan line, or None."""
+    m = re.findall(r"offload plan\s+(layers [\d, -]+ of \d+ offloaded|nothing offloaded)", text)
+    return m[-1] if m else None
+
+
+def group_gpu():
+    """The steps recorded on a real GPU (gpu-check --record: base-record.trace
+    and the figures of its runs in runs.json), replayed at that GPU's link
+    rate, against what the GPU measured: the program's peak of live bytes
+    (aoshim's own count there), the device's memory in use by the driver's
+    count (less what was in use before the model: the context), the step
+    time, and under aoshim the late reloads, the memory and the plan."""
+    dirs = gpu_dirs()
+    expect(dirs, "no folder of data/ holds a trace recorded on a GPU")
+    for d in dirs:
+        name = os.path.basename(d)
+        with open(os.path.join(d, "runs.json")) as f:
+            runs = json.load(f)["runs"]
+        with gzip.open(os.path.join(d, "auto.report.json.gz"), "rt") as f:
+            need = json.load(f)["summary"]["peak_device_bytes"]
+        tr = os.path.join(d, "base-record.trace")
+        link = ("--link", "55")  # the H200's link, measured with 1 GiB pinned copies
+
+        def used(kind):  # the GPU's device peak less the context's memory
+            return runs[kind]["device_peak"] - runs[kind]["device_base"]
+
+        def near(fig, key, gpu, tol, what):
+            r = fig[key] / gpu
+            print(f"    {what}: replay {fig[key] / 2**30 if 'bytes' in key else fig[key] / 1e6:.2f}, "
+                  f"GPU {gpu / 2**30 if 'bytes' in key else gpu / 1e6:.2f} ({r:.3f}x)")
+            expect(abs(r - 1) <= tol, f"{name} {what}: replay {fig[key]}, GPU {gpu} ({r:.3f}x, "
+                                      f"{tol * 100:.0f}% allowed)")
+
+        rc, fig, _ = run(tr, *link)
+        ok_clean(fig, f"{name} without aoshim")
+        expect(rc == 0 and fig["steps"] == len(runs["base"]["losses"]), f"{name}: exit {rc}, {fig}")
+        near(fig, "peak_device_bytes", need, 0.005, "live bytes at the peak (GiB)")
+        near(fig, "peak_in_use_bytes", used("base"), 0.05, "in use by the driver's count (GiB)")
+        near(fig, "step_ns", runs["base"]["median_s"] * 1e9, 0.25, "step time (ms)")
+
+        rc, fig, _ = run(tr, *link, shim=True, env=[("AOSHIM_OFFLOAD_LAYERS", "all")])
+        ok_clean(fig, f"{name} under all")
+        with gzip.open(os.path.join(d, "all.report.json.gz"), "rt") as f:
+            late = json.load(f)["summary"]["late_reloads"]
+        expect(fig["late_reloads"] <= max(late, 1),
+               f"{name} under all: {fig['late_reloads']} late reloads, the GPU {late}")
+        near(fig, "peak_in_use_bytes", used("all"), 0.05, "under all, in use (GiB)")
+        near(fig, "step_ns", runs["all"]["median_s"] * 1e9, 0.25, "under all, step time (ms)")
+
+        with open(os.path.join(d, "budget.stderr.txt")) as f:
+            gpu_plan = plan_layers(f.read())
+        rc, fig, err = run(tr, *link, shim=True,
+                           env=[("AOSHIM_BUDGET", str(runs["budget"]["budget"])), ("AOSHIM_QUIET", "0")])
+        ok_clean(fig, f"{name} with the budget")
+        print(f"    plan: replay '{plan_layers(err)}', GPU '{gpu_plan}'")
+        expect(gpu_plan and plan_layers(err) == gpu_plan,
+               f"{name} with the budget: plan '{plan_layers(err)}', the GPU's '{gpu_plan}'")
 
 
 GROUPS = {n[6:]: f for n, f in globals().items() if n.startswith("group_")}
