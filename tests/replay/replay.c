@@ -160,6 +160,9 @@ static struct {
     uint64_t wrong;
     uint64_t *step_ns;
     size_t nstep_ns, capstep_ns;
+    uint64_t step_in_use;      // the driver's count at its most in the step under way
+    uint64_t *in_use_of_step;  // ... and in each step done (with step_ns)
+    size_t nin_use, capin_use;
     // Where the peaks were, for the stderr note.
     size_t peak_device_line, peak_in_use_line;
     int peak_device_step, peak_in_use_step;
@@ -1043,6 +1046,7 @@ static uint64_t in_use_now(void)
 static void sample(void)
 {
     uint64_t u = in_use_now();
+    if (u > M.step_in_use) M.step_in_use = u;
     if (u > M.peak_in_use) {
         M.peak_in_use = u;
         M.peak_in_use_line = cur_line;
@@ -2239,6 +2243,14 @@ static void say_notes(void)
         fprintf(stderr, PROG ": step_ns of each step:%s%s\n", buf,
                 o + 24 >= sizeof buf ? " ..." : "");
     }
+    if (M.nin_use) {
+        char buf[512];
+        size_t o = 0;
+        for (size_t i = 0; i < M.nin_use && o + 24 < sizeof buf; i++)
+            o += (size_t)snprintf(buf + o, sizeof buf - o, " %" PRIu64, M.in_use_of_step[i]);
+        fprintf(stderr, PROG ": peak_in_use_bytes of each step:%s%s\n", buf,
+                o + 24 >= sizeof buf ? " ..." : "");
+    }
     const char *none = "(no phase record)";
     fprintf(stderr,
             PROG ": peak_device_bytes at trace line %zu (step %d, phase %s); peak_in_use_bytes at "
@@ -2284,6 +2296,9 @@ int main(int argc, char **argv)
         uint64_t t = elapsed();
         M.step_ns = grow(M.step_ns, &M.capstep_ns, M.nstep_ns + 1, sizeof *M.step_ns);
         M.step_ns[M.nstep_ns++] = t - t0;
+        M.in_use_of_step = grow(M.in_use_of_step, &M.capin_use, M.nin_use + 1, sizeof(uint64_t));
+        M.in_use_of_step[M.nin_use++] = M.step_in_use;
+        M.step_in_use = 0;
         t0 = t;
         M.steps = i;
     }

@@ -36,6 +36,7 @@
 // --- configuration and counters (core.c) ------------------------------------
 typedef struct sim_config_s {
     uint64_t capacity;
+    uint64_t context_bytes; // SIM_CONTEXT_BYTES: held from the start, as a context's own memory
     bool nodata, quiet, race_fatal;
     bool deinit_at_exit; // SIM_DEINIT_AT_EXIT: calls after exit began answer DEINITIALIZED
     const char *profile_name;

@@ -591,6 +591,7 @@ void sim_mem_init(void)
     if (tail) munmap((void *)(base + size), tail);
     region_base = base;
     region_end = base + size;
+    cur_bytes = peak_bytes = in_use_peak = sim_cfg.context_bytes; // the context's own memory
     if (size / 2 < sim_cfg.capacity)
         sim_log("warning: only %llu GiB of address space for %llu GiB of SIM_CAPACITY: "
                 "allocations may fail before capacity (ulimit -v?)",
