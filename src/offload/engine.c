@@ -541,6 +541,10 @@ int ao_engine_layer_begin(int layer)
     if (ao_eng.mb > ao_auto.max_mb) ao_auto.max_mb = ao_eng.mb;
     ao_auto_op_record(layer, ao_eng.mb, false);
     ao_auto_pool_sample(); // the program's pool, at each boundary (auto)
+    if (!ao_auto.live_start_set) { // what the program held as its first step began
+        ao_auto.live_start = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
+        ao_auto.live_start_set = true;
+    }
     ao_eng.live[ao_eng.mb]++;
     forward_goes_on(ao_eng.mb);
     // Timed after the copies issued just above: pinning their host slots (a

@@ -267,6 +267,12 @@ typedef struct ao_auto_s {
     CUmemoryPool pool;
     bool pool_none; // no pool to ask (no such driver call, or it failed)
     uint64_t pool_held, pool_slack;
+    // What the program had allocated outside the layers as the step began
+    // (its first layer_begin, then each step's end), and carry, what the
+    // last step left beyond that (the optimizer's state, made in the first
+    // step's optimizer), which the next step's peak holds too.
+    uint64_t live_start, carry;
+    bool live_start_set;
 } ao_auto_t;
 extern ao_auto_t ao_auto;
 

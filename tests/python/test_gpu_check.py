@@ -7,6 +7,7 @@
 # Without a GPU the device's memory is not sampled; tests/gpucheck checks
 # the verdict on memory figures recorded on one.
 import gzip
+import json
 import re
 import shlex
 import subprocess
@@ -42,9 +43,16 @@ def test_cpu_selftest_record(tmp_path):
     assert "gpu-check: capture snapshot: skipped (the allocator history needs CUDA)\n" in out, out
     assert "gpu-check: PASS\n" in out, out
     made = sorted(f.name for f in rec.iterdir())
-    assert made == ["README.md", "all.trace", "base-record.trace", "capture.py", "step.et.json.gz",
+    assert made == ["README.md", "all.stderr.txt", "all.trace", "base-record.trace", "base.stderr.txt",
+                    "base2.stderr.txt", "capture.py", "runs.json", "step.et.json.gz",
                     "step.torch-profile.json.gz"], made
-    assert out.endswith(f"gpu-check: PASS\ngpu-check: recorded 6 files in {rec}\n"), out
+    assert out.endswith(f"gpu-check: PASS\ngpu-check: recorded 10 files in {rec}\n"), out
+    # Every figure the runs sent back, and the verdict, for a later look.
+    runs = json.loads((rec / "runs.json").read_text())
+    assert runs["verdict"]["ok"] and sorted(runs["runs"]) == ["all", "base", "base2"], runs
+    assert runs["runs"]["base"]["losses"] == runs["runs"]["all"]["losses"], runs
+    assert "stderr" not in runs["runs"]["all"], runs
+    assert "aoshim" in (rec / "all.stderr.txt").read_text()
     for name in ("all.trace", "base-record.trace"):
         with gzip.open(rec / name, "rt") as f:
             text = f.read()

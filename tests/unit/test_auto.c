@@ -130,6 +130,40 @@ Test(auto_step, the_plan_is_the_planners_answer_to_the_measured_step)
     cr_assert(!ao_sched_now.layer[want.count].offload);
 }
 
+// A step that ends holding more outside its layers than it began with (the
+// optimizer's state, made in the first step's optimizer, after the step's
+// peak) carries that into the next plan: the planner's answer to the step's
+// peak plus it. A step that leaves nothing more carries nothing.
+Test(auto_step, what_a_step_leaves_comes_into_the_next_plans_peak)
+{
+    fresh_auto();
+    ao_auto.budget = 2 * GiB;
+    ao_stat_device(300 * MiB, 0, 0); // the weights, before the step
+    ao_auto.live_start = 300 * MiB;  // as the step's first layer_begin leaves it
+    ao_auto.live_start_set = true;
+    measured_step(200 * MiB, 5000000, 50);
+    ao_stat_device(0, 0, (int64_t)(N * 200 * MiB)); // the layers, at the step's peak
+    ao_stat_device(0, 0, -(int64_t)(N * 200 * MiB));
+    ao_stat_device(600 * MiB, 0, 0); // AdamW's state, in the optimizer
+    uint64_t peak = ao_stat_step_peak_without();
+    cr_assert_eq(peak, 300 * MiB + N * 200 * MiB, "the state came after the peak");
+    ao_auto_step();
+    cr_assert_eq(ao_auto.carry, 600 * MiB);
+    ao_plan_t want, unheld;
+    plan_for(2 * GiB, &unheld);
+    ao_auto.peak_without = peak + 600 * MiB;
+    plan_for(2 * GiB, &want);
+    cr_assert_gt(want.count, unheld.count, "the state takes more layers off: %d, %d", want.count,
+                 unheld.count);
+    cr_assert_eq(ao_auto.plan.count, want.count);
+    cr_assert_eq(ao_auto.plan.peak, want.peak);
+    // The next step begins and ends with the state: nothing carried.
+    ao_auto.peak_without = peak;
+    measured_step(200 * MiB, 5000000, 50);
+    ao_auto_step();
+    cr_assert_eq(ao_auto.carry, 0);
+}
+
 Test(auto_step, a_step_that_fits_offloads_nothing)
 {
     fresh_auto();
