@@ -820,14 +820,15 @@ static uint64_t classify_raw_words(void)
                     ptr_t *p = &ptrs[r->ptr0 + i];
                     if (!raw_word(p)) continue;
                     const ivl_t *x = ivl_find(p->addr);
-                    slot_t *sl = slot_of(slot_key(r, i, false));
-                    slot_t *end = slot_of(slot_key(r, i, true));
+                    // One slot at a time: slot_of may grow the table.
                     if (pass == 0) {
                         uint8_t b = !x ? 4 : x->live ? 1 : 2;
-                        sl->seen |= b;
-                        end->seen |= b;
+                        slot_of(slot_key(r, i, false))->seen |= b;
+                        slot_of(slot_key(r, i, true))->seen |= b;
                     } else {
-                        p->junk = ((sl->seen | end->seen) & 6) != 0;
+                        uint8_t seen = slot_of(slot_key(r, i, false))->seen;
+                        seen |= slot_of(slot_key(r, i, true))->seen;
+                        p->junk = (seen & 6) != 0;
                     }
                 }
             }
