@@ -2,7 +2,7 @@
 """aoshim-replay run: a step trace on the simulated GPU, with or without aoshim.
 
   aoshim-replay run TRACE [--build DIR] [--shim LIB] [--steps N] [--link GBPS]
-                          [--check] [--scale K] [NAME=VALUE ...]
+                          [--check] [--scale K] [--scan-leftovers] [NAME=VALUE ...]
 
 Runs DIR/tests/replay/replay (the meson build DIR, default 'build') on that
 build's simulated GPU: LD_LIBRARY_PATH=DIR/tests/sim, SIM_NODATA=1 unless
@@ -17,6 +17,10 @@ all, SIM_PROFILE=a100, ...). The replay's line is printed last:
   replay status=ok steps=N peak_device_bytes=B peak_in_use_bytes=B
          fwd_in_use_bytes=B step_ns=T late_reloads=K races=R faults=F
          [wrong=W] [scale=K]
+
+--scan-leftovers passes the raw parameter words the replay leaves out as
+leftovers (docs/replay.md, "Raw words") to aoshim's launch scan too, as it
+sees them on a GPU, where the simulator neither checks nor orders them.
 
 A replay that cannot run says why in status= (bad_header, bad_trace, oom,
 fault, ...) and exits non-zero. docs/replay.md (## run) has the details.
@@ -56,7 +60,7 @@ def line(status, figures=None, check=False, scale=1):
 
 def parse_args(argv):
     o = {"trace": None, "build": "build", "shim": None, "steps": None, "link": None,
-         "check": False, "scale": 1, "env": []}
+         "check": False, "scale": 1, "env": [], "leftovers": False}
     it = iter(argv)
     for a in it:
         if a in ("-h", "--help"):
@@ -80,6 +84,8 @@ def parse_args(argv):
             o[key] = v
         elif a == "--check":
             o["check"] = True
+        elif a == "--scan-leftovers":
+            o["leftovers"] = True
         elif a.startswith("-"):
             raise UsageError(f"unknown option '{a}'")
         elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", a):
@@ -175,7 +181,7 @@ def main(argv):
     except UsageError as e:
         sys.stderr.write(f"{PROG}: error: {e}\n")
         sys.stderr.write("usage: aoshim-replay run TRACE [--build DIR] [--shim LIB] [--steps N] "
-                         "[--link GBPS] [--check] [--scale K] [NAME=VALUE ...]\n")
+                         "[--link GBPS] [--check] [--scale K] [--scan-leftovers] [NAME=VALUE ...]\n")
         print(line("usage"))
         return 2
     if o.get("help"):
@@ -208,6 +214,8 @@ def main(argv):
         cmd += ["--steps", str(o["steps"])]
     if check:
         cmd.append("--check")
+    if o["leftovers"]:
+        cmd.append("--scan-leftovers")
     if scale != 1:
         cmd += ["--scale", str(scale)]
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // replay: a step trace (docs/trace-format.md) issued on the simulated GPU.
 //
-//   replay TRACE [--steps N] [--check] [--scale K]
+//   replay TRACE [--steps N] [--check] [--scale K] [--scan-leftovers]
 //
 // Reads the trace (gzip or plain), then issues its records in file order
 // from one thread: streams, events, records, waits and synchronisations;
@@ -151,6 +151,10 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 static const char *trace_path;
 static long opt_steps = -1; // -1: the trace's own number of steps
 static bool opt_check;
+// Leftover words (classify_raw_words) in the blob parameter too, for
+// aoshim's launch scan alone, as it sees them on a GPU: the simulator
+// neither checks nor orders them. Off: they are left out.
+static bool opt_scan_leftovers;
 static uint64_t opt_scale = 1;
 
 static struct {
@@ -1357,10 +1361,17 @@ static void issue_launch(size_t ri, const rec_t *r)
     uint32_t n = 0;
     span_t sp[MAX_DECL + MAX_BLOB];
     uint8_t mode[MAX_DECL + MAX_BLOB];
+    uint64_t jw[MAX_BLOB]; // --scan-leftovers: leftover words for aoshim's scan alone
+    int nj = 0;
     for (uint32_t i = 0; i < r->nptr; i++) {
         const ptr_t *p = &ptrs[r->ptr0 + i];
         span_t s;
-        if (p->junk) continue; // counted by classify_raw_words
+        if (p->junk) { // counted by classify_raw_words
+            if (opt_scan_leftovers && nj < MAX_BLOB && span_of(p->addr, LEN_UNKNOWN, &s) &&
+                s.x->live)
+                jw[nj++] = s.x->rep + s.off;
+            continue;
+        }
         if (!span_of(p->addr, p->len, &s)) {
             note.unmapped_ptrs++;
             continue;
@@ -1388,13 +1399,14 @@ static void issue_launch(size_t ri, const rec_t *r)
         mode[n] = p->mode ? p->mode : s.x->touched ? M_R : M_W;
         sp[n++] = s;
     }
-    int nd = n <= MAX_DECL ? (int)n : MAX_DECL - 1;
+    int nd = n <= MAX_DECL && !nj ? (int)n : n < MAX_DECL ? (int)n : MAX_DECL - 1;
     int ne = (int)n - nd;
+    if (ne + nj > MAX_BLOB) nj = MAX_BLOB - ne;
     kkey_t key;
     memset(&key, 0, sizeof key);
     key.kid = r->id;
     key.nd = nd;
-    key.ne = ne;
+    key.ne = ne + nj;
     for (int i = 0; i < nd; i++)
         key.modes[i] = mode[i];
     const char *sym = kernel_sym(&key, name);
@@ -1412,7 +1424,9 @@ static void issue_launch(size_t ri, const rec_t *r)
         args[a++] = &lv[i];
     for (int i = 0; i < ne; i++)
         blob[i] = sp[nd + i].x->rep + sp[nd + i].off;
-    if (ne) args[a++] = blob;
+    for (int i = 0; i < nj; i++) // after the pointers, where the simulator does not look
+        blob[ne + i] = jw[i];
+    if (ne + nj) args[a++] = blob;
     args[a++] = &recv;
     args[a++] = &flops;
 
@@ -2129,13 +2143,15 @@ static uint64_t late_reloads(void)
 static void usage(FILE *to)
 {
     fprintf(to,
-            "usage: " PROG " TRACE [--steps N] [--check] [--scale K]\n"
+            "usage: " PROG " TRACE [--steps N] [--check] [--scale K] [--scan-leftovers]\n"
             "Replays a step trace (docs/trace-format.md) on the simulated GPU, with aoshim when\n"
             "it is preloaded; prints one line 'replay status=... steps=... ...' last.\n"
             "  --steps N   replay the trace's step N times (default: its own steps)\n"
             "  --check     each kernel writes a pattern into what it writes and verifies\n"
             "              what it reads (needs data: not with SIM_NODATA=1)\n"
-            "  --scale K   divide every size and offset by K (rounded up to 512 bytes)\n");
+            "  --scale K   divide every size and offset by K (rounded up to 512 bytes)\n"
+            "  --scan-leftovers  give aoshim's launch scan the raw words left out as leftovers\n"
+            "              too (the simulator neither checks nor orders them)\n");
 }
 
 static uint64_t parse_pos(const char *opt, const char *v, uint64_t max)
@@ -2161,6 +2177,8 @@ static void parse_args(int argc, char **argv)
             exit(0);
         } else if (!strcmp(a, "--check")) {
             opt_check = true;
+        } else if (!strcmp(a, "--scan-leftovers")) {
+            opt_scan_leftovers = true;
         } else if (!strcmp(a, "--steps")) {
             opt_steps = (long)parse_pos(a, i + 1 < argc ? argv[++i] : NULL, 1000000);
         } else if (!strcmp(a, "--scale")) {
