@@ -267,6 +267,9 @@ typedef struct ao_auto_s {
     CUmemoryPool pool;
     bool pool_none; // no pool to ask (no such driver call, or it failed)
     uint64_t pool_held, pool_slack;
+    uint64_t pool_unused_now; // the pool's unused reserve at the last sample
+    uint64_t slack_once;      // held off the budget for one step after a caught-up one
+    bool caught_up;           // this measuring step caught up under a budget (engine.c)
     // What the program had allocated outside the layers as the step began
     // (its first layer_begin, then each step's end), and carry, what the
     // last step left beyond that (the optimizer's state, made in the first
