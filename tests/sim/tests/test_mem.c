@@ -115,6 +115,32 @@ Test(mem, capacity_and_oom, .init = setup)
     cr_assert_eq(s.alloc_calls, 3);
 }
 
+// SIM_CONTEXT_BYTES: the context's own memory, in use from the start by
+// cuMemGetInfo's count and taken from what allocations may have.
+static void setup_context(void)
+{
+    setenv("SIM_CONTEXT_BYTES", "256M", 1);
+    setup();
+}
+
+Test(mem, the_context_holds_memory_of_its_own, .init = setup_context)
+{
+    size_t fr, tot;
+    cr_assert_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    cr_assert_eq(tot, GiB);
+    cr_assert_eq(fr, 768 * MiB, "the context's 256 MiB are in use before any allocation");
+    CUdeviceptr a, b;
+    cr_assert_eq(cuMemAlloc(&a, 768 * MiB + 4096), CUDA_ERROR_OUT_OF_MEMORY);
+    cr_assert_eq(cuMemAlloc(&a, 512 * MiB), CUDA_SUCCESS);
+    cr_assert_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    cr_assert_eq(fr, 256 * MiB);
+    cr_assert_eq(cuMemAlloc(&b, 256 * MiB), CUDA_SUCCESS);
+    cr_assert_eq(cuMemFree(a), CUDA_SUCCESS);
+    cr_assert_eq(cuMemFree(b), CUDA_SUCCESS);
+    cr_assert_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    cr_assert_eq(fr, 768 * MiB, "the context's memory stays");
+}
+
 Test(mem, peak_current_and_reset, .init = setup)
 {
     CUdeviceptr p[3];
