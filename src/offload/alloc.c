@@ -120,7 +120,10 @@ void ao_free_event(ao_chunk_t *c, CUstream s)
                 (size_t)c->nfree_ev * sizeof *c->free_ev_stream);
     }
     CUevent e = ao_ev_record(s, false);
-    if (!e) return;
+    if (!e) { // the host waited for s, which orders this thread only
+        c->free_unordered = true;
+        return;
+    }
     c->free_ev_stream[c->nfree_ev] = s;
     c->free_ev[c->nfree_ev++] = e;
 }

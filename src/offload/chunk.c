@@ -79,7 +79,11 @@ static bool idle_keep(ao_chunk_t *c, CUevent *ev, int nev)
 {
     ao_idle_t *i = malloc(sizeof *i);
     if (!i) return false;
-    *i = (ao_idle_t){.base = c->base, .size = c->size, .phys = c->phys, .next = ao_idle_mapped};
+    *i = (ao_idle_t){.base = c->base,
+                     .size = c->size,
+                     .phys = c->phys,
+                     .unordered = c->free_unordered,
+                     .next = ao_idle_mapped};
     for (int k = 0; k < nev; k++)
         if (ev[k]) i->ev[i->nev++] = ev[k];
     for (int k = 0; k < c->nfree_ev && i->nev < AO_MAX_FREE_EVENTS + 2; k++)
@@ -91,8 +95,21 @@ static bool idle_keep(ao_chunk_t *c, CUevent *ev, int nev)
     return true;
 }
 
+// A use of a chunk that no event orders (ao_free_event could make none):
+// the thread about to give its memory back waits for every stream the
+// program used, itself (the fault matrix's stress_threads, cuEventCreate
+// failing: another thread unmapped a layer a program's copy still read).
+static void sync_streams(void)
+{
+    for (int i = 0; i < ao_eng.nstreams; i++)
+        ao_real.cuStreamSynchronize(ao_eng.streams[i]);
+    ao_real.cuStreamSynchronize(ao_eng.d2h); // and aoshim's copies
+    ao_real.cuStreamSynchronize(ao_eng.h2d);
+}
+
 static void idle_ordered(ao_idle_t *i)
 {
+    if (i->unordered) sync_streams();
     for (int k = 0; k < i->nev; k++) {
         ao_real.cuEventSynchronize(i->ev[k]);
         ao_event_put(i->ev[k], false);
@@ -300,8 +317,9 @@ bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
     return took;
 }
 
-bool ao_free_events_done(const ao_chunk_t *c)
+bool ao_free_events_done(ao_chunk_t *c)
 {
+    if (c->free_unordered) sync_streams(); // each thread that gives the memory back
     for (int i = 0; i < c->nfree_ev; i++)
         if (!ao_ev_done(c->free_ev[i])) return false;
     return true;
@@ -342,6 +360,8 @@ void ao_chunk_retire(ao_chunk_t *c)
     d->ev[d->nev++] = ao_ev_record(c->scope->stream, false);
     if (copying)
         d->ev[d->nev++] = ao_ev_record(c->state == AO_RELOADING ? ao_eng.h2d : ao_eng.d2h, false);
+    for (int i = 0; i < d->nev; i++)
+        if (!d->ev[i]) c->free_unordered = true; // no event: see ao_free_events_done
     ao_defer(d);
 }
 

@@ -358,6 +358,7 @@ void ao_cancel_chunk(ao_chunk_t *c)
 {
     ao_event_put(c->ev_copy, false);
     c->ev_copy = ao_ev_record(ao_eng.d2h, false);
+    if (!c->ev_copy) c->free_unordered = true; // (no event: see ao_free_events_done)
     defer_host_slots(c);
     ao_set_safe_stream(c, NULL);
     // The copies still read it: every stream that uses it from now on waits
@@ -780,7 +781,7 @@ int ao_engine_backward_begin(int layer)
         ao_scope_t *s = ao_scope_find(l, mb);
         if (!s || s->state != AO_RELOADING) continue;
         if (!w0) w0 = ao_ev_record(cs, true);
-        ao_gpu_wait(cs, s->ev_reloaded);
+        ao_wait_reload(cs, s);
         for (ao_chunk_t *c = s->chunks; c; c = c->next)
             if (c->state == AO_RELOADING) {
                 ao_set_safe_stream(c, cs); // launches on cs need no more than this wait

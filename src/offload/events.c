@@ -79,6 +79,22 @@ void ao_gpu_wait(CUstream s, CUevent e)
     ao_real.cuEventSynchronize(e);
 }
 
+// A layer's copies back: stream s waits for them on the GPU. Where no event
+// could be made for them (ao_ev_record gave none: the thread that issued
+// them waited for the copy stream itself, which orders that thread's later
+// work only), this thread waits for the copy stream too before it enqueues
+// on s: another thread's launch would otherwise read the layer unordered
+// with its copy (the fault matrix's stress_threads, cuEventCreate failing:
+// a reader thread's kernels against the first reload, 1 run in about 25
+// under load).
+void ao_wait_reload(CUstream s, const ao_scope_t *sc)
+{
+    if (sc->ev_reloaded)
+        ao_gpu_wait(s, sc->ev_reloaded);
+    else
+        ao_real.cuStreamSynchronize(ao_eng.h2d);
+}
+
 // Complete as far as the host can tell. A query that fails (rather than
 // answering "not ready") is no answer: the host waits for the event, and
 // only if that fails too (a context torn down, where nothing can still run)
@@ -249,6 +265,22 @@ void ao_timed_read(void)
     }
 }
 
+// A layer's copies out and its release point are behind it. An event that
+// could not be made (ao_ev_record gave none) ordered only the thread that
+// made the copies, which waited for the stream itself: this thread, about
+// to give the layer's memory back, waits for the stream too (the fault
+// matrix's stress_threads, cuEventCreate failing: another thread unmapped a
+// layer unordered with its copy out).
+static bool copied_out(ao_scope_t *s)
+{
+    if (!s->ev_copied) ao_real.cuStreamSynchronize(ao_eng.d2h);
+    if (!s->ev_release) ao_real.cuStreamSynchronize(s->stream);
+    if (!s->ev_copied || !s->ev_release) // and so does any thread that unmaps them later
+        for (ao_chunk_t *c = s->chunks; c; c = c->next)
+            c->free_unordered = true;
+    return ao_ev_done(s->ev_copied) && ao_ev_done(s->ev_release);
+}
+
 void ao_poll_locked(void)
 {
     for (ao_deferred_t **pp = &ao_eng.deferred; *pp;) {
@@ -274,8 +306,7 @@ void ao_poll_locked(void)
     if (ao_eng.ntimed > AO_MAX_TIMED / 2) ao_timed_read();
     for (ao_scope_t *s = ao_eng.scopes, *next; s; s = next) {
         next = s->next;
-        if (s->state == AO_OFFLOADING && s->release_recorded && ao_ev_done(s->ev_copied) &&
-            ao_ev_done(s->ev_release)) {
+        if (s->state == AO_OFFLOADING && s->release_recorded && copied_out(s)) {
             s->state = AO_OFFLOADED;
         }
         if (s->state == AO_RELOADING && ao_ev_done(s->ev_reloaded)) {

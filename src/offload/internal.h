@@ -96,6 +96,9 @@ struct ao_chunk_s {
     // Frees that the scope's own stream does not order (another stream's
     // cudaFreeAsync, a cudaFree): their events, which any release waits for.
     int nfree_ev;
+    // A use no event could be made for (ao_free_event): before the chunk's
+    // memory goes, the thread giving it back waits for every stream.
+    bool free_unordered;
     CUevent free_ev[AO_MAX_FREE_EVENTS];
     CUstream free_ev_stream[AO_MAX_FREE_EVENTS];
     struct ao_chunk_s *next;
@@ -169,6 +172,7 @@ typedef struct ao_idle_s {
     ao_phys_t phys;
     int nev;
     CUevent ev[AO_MAX_FREE_EVENTS + 2];
+    bool unordered; // its chunk had a use no event orders (ao_chunk_t.free_unordered)
     struct ao_idle_s *next;
 } ao_idle_t;
 
@@ -335,10 +339,11 @@ void ao_chunk_retire(ao_chunk_t *c);
 void ao_chunk_set(ao_chunk_t *c, ao_state_t st);
 bool ao_chunk_unmap(ao_chunk_t *c);
 void ao_defer(ao_deferred_t *d);
-bool ao_free_events_done(const ao_chunk_t *c);
+bool ao_free_events_done(ao_chunk_t *c);
 extern ao_idle_t *ao_idle_mapped; // newest first
 extern size_t ao_idle_mapped_bytes;
 bool ao_idle_unmap(size_t need);
+void ao_wait_reload(CUstream s, const ao_scope_t *sc);
 void ao_learn_free(ao_learn_t *l);
 bool ao_learn_push(ao_learn_t *l, uint64_t size, uint8_t flags);
 void ao_scope_destroy(ao_scope_t *s);

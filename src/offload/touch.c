@@ -62,7 +62,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
     if (c->state == AO_RESIDENT && c->reloaded && c->safe_stream != s) {
         // Came back earlier, or its copy out was cancelled: this stream
         // orders itself after the copies on the GPU.
-        ao_gpu_wait(s, sc->ev_reloaded);
+        ao_wait_reload(s, sc);
         ao_gpu_wait(s, c->ev_copy);
         if (!c->safe_stream) {
             ao_set_safe_stream(c, s);
@@ -74,7 +74,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
             ao_real.cuEventSynchronize(sc->ev_reloaded);
             ao_poll_locked();
         } else if (c->safe_stream != s) {
-            ao_gpu_wait(s, sc->ev_reloaded);
+            ao_wait_reload(s, sc);
             if (!c->safe_stream) {
                 ao_set_safe_stream(c, s);
                 ao_chunk_set(c, AO_RELOADING);
