@@ -456,6 +456,7 @@ int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
     if (t0) {
         ao_event_put(s->ev_reloaded, false);
         s->ev_reloaded = ao_ev_record(ao_eng.h2d, false);
+        s->reload_unordered = !s->ev_reloaded; // (ao_wait_reload)
         if (ao_eng.last_reload) ao_ev_rerecord(ao_eng.last_reload, ao_eng.h2d);
         ao_timed_add(t0, ao_ev_record(ao_eng.h2d, true), AO_REC_H2D, s->layer, s->mb, bytes);
         ao_rec_reload(s->layer, s->mb, buffers, bytes, missed);

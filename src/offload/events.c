@@ -91,7 +91,7 @@ void ao_wait_reload(CUstream s, const ao_scope_t *sc)
 {
     if (sc->ev_reloaded)
         ao_gpu_wait(s, sc->ev_reloaded);
-    else
+    else if (sc->reload_unordered) // (none at all: never reloaded, nothing to wait for)
         ao_real.cuStreamSynchronize(ao_eng.h2d);
 }
 

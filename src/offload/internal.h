@@ -119,6 +119,7 @@ typedef struct ao_learn_s {
 struct ao_scope_s {
     int layer, mb;
     bool recompute, ended, release_recorded;
+    bool reload_unordered; // its last reload got no event (ao_wait_reload)
     bool offload_pending; // ended forward layer: copied out at its release point
     bool release_passed;  // ...which has passed, but the copy waits for the next layer_begin
                           // (or, in the manual schedule, for aoshim_offload_layer)
