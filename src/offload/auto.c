@@ -58,6 +58,7 @@ void ao_auto_pool_note(uint64_t reserved, uint64_t used)
                     ao_stat_get(AO_STAT_TRACKED_RESIDENT_BYTES) +
                     (reserved > used ? reserved - used : 0);
     if (held > ao_auto.pool_held) ao_auto.pool_held = held;
+    ao_auto.pool_unused_now = reserved > used ? reserved - used : 0;
 }
 
 // The device's own count (total less free) at the same boundaries: beside
@@ -69,12 +70,18 @@ void ao_auto_device_note(uint64_t in_use)
     if (in_use > ao_auto.pool_held) ao_auto.pool_held = in_use;
 }
 
+// Total less free, as the driver counts it; 0 when it does not answer.
+uint64_t ao_device_in_use(void)
+{
+    size_t free_b = 0, total = 0;
+    if (ao_real.cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS || total <= free_b) return 0;
+    return total - free_b;
+}
+
 void ao_auto_pool_sample(void)
 {
     if (!ao_auto.on || !ao_eng.ready) return;
-    size_t free_b = 0, total = 0;
-    if (ao_real.cuMemGetInfo_v2(&free_b, &total) == CUDA_SUCCESS && total > free_b)
-        ao_auto_device_note(total - free_b);
+    ao_auto_device_note(ao_device_in_use());
     if (ao_auto.pool_none) return;
     if (!ao_auto.pool &&
         (!ao_real.cuDeviceGetDefaultMemPool || !ao_real.cuMemPoolGetAttribute ||
@@ -90,7 +97,6 @@ void ao_auto_pool_sample(void)
             CUDA_SUCCESS)
         return;
     ao_auto_pool_note(reserved, used);
-    ao_auto.pool_unused_now = reserved > used ? reserved - used : 0;
 }
 
 // The budget a plan is held to: what the device has left for allocations
@@ -98,7 +104,8 @@ void ao_auto_pool_sample(void)
 uint64_t ao_auto_plan_budget(void)
 {
     if (ao_auto.budget == UINT64_MAX) return UINT64_MAX;
-    uint64_t slack = ao_auto.pool_slack > ao_auto.slack_once ? ao_auto.pool_slack : ao_auto.slack_once;
+    uint64_t slack =
+        ao_auto.pool_slack > ao_auto.slack_once ? ao_auto.pool_slack : ao_auto.slack_once;
     return ao_auto.budget > slack ? ao_auto.budget - slack : 0;
 }
 
@@ -306,9 +313,8 @@ void ao_auto_step(void)
     // frees them after it) count too: a plan that much more careful for one
     // step.
     uint64_t live_end = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
-    ao_auto.carry = ao_auto.live_start_set && live_end > ao_auto.live_start
-                        ? live_end - ao_auto.live_start
-                        : 0;
+    ao_auto.carry =
+        ao_auto.live_start_set && live_end > ao_auto.live_start ? live_end - ao_auto.live_start : 0;
     ao_auto.live_start = live_end;
     ao_auto.live_start_set = true;
     // The pool's unused reserve at this step's peak (ao_auto_pool_note):

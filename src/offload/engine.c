@@ -159,14 +159,6 @@ static bool budget_given(void)
     return ao_config.budget.bytes || ao_config.budget.percent;
 }
 
-// Total less free, as the driver counts it; 0 when it does not answer.
-static uint64_t device_in_use(void)
-{
-    size_t free_b = 0, total = 0;
-    if (ao_real.cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS || total <= free_b) return 0;
-    return total - free_b;
-}
-
 // Whether the schedule offloads this layer now. In the first step of auto,
 // only once the device holds nearly the budget (ao_sched_now.min_held and its margin).
 static bool layer_selected(int layer)
@@ -183,7 +175,7 @@ static bool layer_selected(int layer)
     // in this step). The default budget (the free memory, less 5%) is the
     // device's edge, which the safety net keeps: there a step that fits by
     // its allocations moves nothing while it is measured.
-    return budget_given() && device_in_use() >= at;
+    return budget_given() && ao_device_in_use() >= at;
 }
 
 // The measuring step under a given budget, once the device holds nearly
@@ -212,7 +204,7 @@ static void measuring_catch_up(const ao_scope_t *now)
             any = true;
         }
     busy = false;
-    if (!any && device_in_use() < ao_sched_now.min_held) return;
+    if (!any && ao_device_in_use() < ao_sched_now.min_held) return;
     ao_auto.caught_up = true;
     ao_drain_locked();
     ao_idle_unmap(SIZE_MAX);
@@ -597,7 +589,7 @@ int ao_engine_layer_begin(int layer)
     if (s->recompute) return ao_engine_leave(0); // recomputed in backward: never offloaded
     if (ao_eng.mb > ao_auto.max_mb) ao_auto.max_mb = ao_eng.mb;
     ao_auto_op_record(layer, ao_eng.mb, false);
-    ao_auto_pool_sample(); // the program's pool, at each boundary (auto)
+    ao_auto_pool_sample();         // the program's pool, at each boundary (auto)
     if (!ao_auto.live_start_set) { // what the program held as its first step began
         ao_auto.live_start = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
         ao_auto.live_start_set = true;

@@ -364,6 +364,7 @@ void ao_auto_check_shapes(const ao_scope_t *s);
 void ao_auto_pool_sample(void);
 void ao_auto_pool_note(uint64_t reserved, uint64_t used);
 void ao_auto_device_note(uint64_t in_use);
+uint64_t ao_device_in_use(void);
 uint64_t ao_auto_plan_budget(void);
 void ao_auto_step(void);
 void ao_auto_trim_to_learned(void);
