@@ -164,8 +164,8 @@ static struct {
     uint64_t wrong;
     uint64_t *step_ns;
     size_t nstep_ns, capstep_ns;
-    uint64_t step_in_use;      // the driver's count at its most in the step under way
-    uint64_t *in_use_of_step;  // ... and in each step done (with step_ns)
+    uint64_t step_in_use;     // the driver's count at its most in the step under way
+    uint64_t *in_use_of_step; // ... and in each step done (with step_ns)
     size_t nin_use, capin_use;
     // Where the peaks were, for the stderr note.
     size_t peak_device_line, peak_in_use_line;
@@ -1491,24 +1491,18 @@ static void hbuf_plan(void)
 }
 
 // --- issuing ---------------------------------------------------------------------------------
-static void free_inst(inst_t *x, cudaStream_t s)
+// x freed through the free entry point api (A_CUDA_FREE, A_CU_MEM_FREE,
+// A_CU_MEM_FREE_ASYNC; anything else: cudaFreeAsync), whatever made it.
+static void free_through(int api, inst_t *x, cudaStream_t s)
 {
-    if (!x->live) return;
-    if (x->mapped) {
-        ck_cu(cuMemUnmap((CUdeviceptr)x->rep, x->rep_size), "cuMemUnmap");
-        ck_cu(cuMemAddressFree((CUdeviceptr)x->rep, x->rep_size), "cuMemAddressFree");
-        x->live = false;
-        return;
-    }
-    switch (x->api) {
-    case A_CUDA_MALLOC:
+    switch (api) {
+    case A_CUDA_FREE:
         ck_rt(cudaFree((void *)(uintptr_t)x->rep), "cudaFree");
         break;
-    case A_CU_MEM_ALLOC:
+    case A_CU_MEM_FREE:
         ck_cu(cuMemFree((CUdeviceptr)x->rep), "cuMemFree");
         break;
-    case A_CU_MEM_ALLOC_ASYNC:
-    case A_CU_MEM_ALLOC_POOL:
+    case A_CU_MEM_FREE_ASYNC:
         ck_cu(cuMemFreeAsync((CUdeviceptr)x->rep, (CUstream)s), "cuMemFreeAsync");
         break;
     default:
@@ -1518,6 +1512,24 @@ static void free_inst(inst_t *x, cudaStream_t s)
     x->live = false;
     M.live -= x->counted;
     x->counted = 0;
+}
+
+// x freed by the replay itself, through the free that matches its allocation.
+static void free_inst(inst_t *x, cudaStream_t s)
+{
+    if (!x->live) return;
+    if (x->mapped) {
+        ck_cu(cuMemUnmap((CUdeviceptr)x->rep, x->rep_size), "cuMemUnmap");
+        ck_cu(cuMemAddressFree((CUdeviceptr)x->rep, x->rep_size), "cuMemAddressFree");
+        x->live = false;
+        return;
+    }
+    int api = x->api == A_CUDA_MALLOC    ? A_CUDA_FREE
+              : x->api == A_CU_MEM_ALLOC ? A_CU_MEM_FREE
+              : x->api == A_CU_MEM_ALLOC_ASYNC || x->api == A_CU_MEM_ALLOC_POOL
+                  ? A_CU_MEM_FREE_ASYNC
+                  : A_CUDA_FREE_ASYNC;
+    free_through(api, x, s);
 }
 
 // cuMemCreate handles: the trace's handle number to the replay's handle.
@@ -1636,23 +1648,7 @@ static void issue_free(const rec_t *r)
     }
     // The trace's entry point, whatever made the memory (a trace may free
     // cudaMallocAsync memory with cudaFree, as programs do).
-    switch (r->op) {
-    case A_CUDA_FREE:
-        ck_rt(cudaFree((void *)(uintptr_t)x->rep), "cudaFree");
-        break;
-    case A_CU_MEM_FREE:
-        ck_cu(cuMemFree((CUdeviceptr)x->rep), "cuMemFree");
-        break;
-    case A_CU_MEM_FREE_ASYNC:
-        ck_cu(cuMemFreeAsync((CUdeviceptr)x->rep, (CUstream)s), "cuMemFreeAsync");
-        break;
-    default:
-        ck_rt(cudaFreeAsync((void *)(uintptr_t)x->rep, s), "cudaFreeAsync");
-        break;
-    }
-    x->live = false;
-    M.live -= x->counted;
-    x->counted = 0;
+    free_through(r->op, x, s);
     sample();
 }
 
