@@ -19,8 +19,9 @@ launches device work becomes one ``kernel`` + ``launch`` (or a ``memset`` or a
 ``copy``), with the device ranges it reads and writes. With an allocator
 history, the allocations and frees are the history's (the i-th new storage of
 the execution trace joined to the i-th allocation, sizes equal up to the
-allocator's rounding); without one, each storage lives from the op that
-creates it to the last op that refers to it, at made-up addresses. Layer
+allocator's rounding, the two aligned where one shows what the other does not
+or made two in the other order); without one, each storage lives from the op
+that creates it to the last op that refers to it, at made-up addresses. Layer
 boundaries come from the history's frames (the calls of one function from one
 line of a loop) or, without frames, from the op sequence itself (a block of
 ops repeated with fresh weights each time), and the backward of each layer
@@ -381,13 +382,19 @@ class Step:
         ev = self.events
 
         def subrefs(op):
+            """(storages op's descendants refer to, storages they create)"""
             if op.subrefs is None:
-                s = set()
+                refs, made = set(), set()
                 for k in op.kids:
-                    s.update(t.sid for t in k.ins)
-                    s.update(t.sid for t in k.outs)
-                    s |= subrefs(k)
-                op.subrefs = s
+                    kins = {t.sid for t in k.ins}
+                    refs.update(kins)
+                    refs.update(t.sid for t in k.outs)
+                    made.update(t.sid for t in k.outs
+                                if t.sid not in kins and self.is_dev(t) and t.span() > 0)
+                    krefs, kmade = subrefs(k)
+                    refs |= krefs
+                    made |= kmade
+                op.subrefs = (refs, made)
             return op.subrefs
 
         for op in self.ops.values():
@@ -411,10 +418,15 @@ class Step:
                 if self.is_dev(t):
                     ref(t)
             born = set()
-            sub = subrefs(op) if op.kids else ()
+            refs, made = subrefs(op) if op.kids else ((), ())
             for t in op.outs:
-                if (self.is_dev(t) and t.sid not in ins and (t.sid not in sub or t.sid in op.adopt)
-                        and t.sid not in born and t.span() > 0):
+                # A storage id is the storage's address, used again once the allocator
+                # hands the address out again: an op without tensor inputs (empty,
+                # empty_strided) makes a new storage even where its id was seen before
+                # and its own child refers to it first (deterministic mode's fill_).
+                if (self.is_dev(t) and t.sid not in ins and t.sid not in born and t.span() > 0
+                        and (t.sid not in refs or t.sid in op.adopt
+                             or (not op.ins and t.sid not in made))):
                     b = Buffer(len(self.buffers), t.sid, op, False)
                     self.buffers.append(b)
                     cur[t.sid] = b
@@ -591,7 +603,10 @@ def join(step, hist):
     """Pair the execution trace's new device storages with the history's allocations.
 
     First in order, as both runs created them (the i-th with the i-th); where
-    that breaks, by the longest common subsequence of their rounded sizes.
+    that breaks, by the longest common subsequence of their rounded sizes, which
+    leaves out what only one side shows (a reduction's scratch the history
+    has, a storage the history's run did not make); then what both left over
+    near one place, made in the other order by the other run (_pair_nearby).
     Returns a report dict and sets each joined buffer's ``hist``.
     """
     births = [x for kind, x in step.events if kind == "birth"]
@@ -610,12 +625,71 @@ def join(step, hist):
     elif len(births) != len(allocs):
         first_fail = (f"after {n}: the trace has {len(births)} new storages, the history "
                       f"{len(allocs)} allocations")
-    matched = 0
-    for i, j in _align([_round512(b.size) for b in births], [_round512(a["size"]) for a in allocs]):
+    a_sizes = [_round512(b.size) for b in births]
+    b_sizes = [_round512(a["size"]) for a in allocs]
+    pairs, nearby = _pair_nearby(a_sizes, b_sizes, _align(a_sizes, b_sizes), [a["addr"] for a in allocs])
+    for i, j in pairs:
         births[i].hist = hist.allocs[j]
-        matched += 1
+    alone = next((k for k, b in enumerate(births) if b.hist is None), None)
     return {"storages": len(births), "allocs": len(allocs), "prefix": prefix,
-            "first_fail": first_fail, "matched": matched}
+            "first_fail": first_fail, "matched": len(pairs), "nearby": nearby,
+            "first_alone": (None if alone is None else
+                            f"new storage #{alone + 1}: {_describe_storage(step, births[alone])}")}
+
+
+def _pair_nearby(a, b, pairs, addrs, reach=4):
+    """The alignment's pairs, plus pairs of what it left over on both sides: a[i]
+    and b[j] of one size within `reach` pairs of each other, which the two runs
+    made in the other order (in deterministic mode PyTorch's resize_ allocates the
+    new storage, then a 0-dim tensor it hands to set_; the execution trace shows
+    the storage at the set_, after the tensor). Pairs of one size are then put back in order (the k-th of one
+    size in a region with the k-th), and a pair that would have the trace
+    allocate an address again before the history freed it is dropped.
+    Returns (pairs sorted by i, how many of them are out of order)."""
+    if not pairs:
+        return pairs, 0
+    firsts = [i for i, _ in pairs]
+    paired_i, paired_j = set(firsts), {j for _, j in pairs}
+    left = {}  # size -> the allocations of that size nothing paired, in order
+    for j, size in enumerate(b):
+        if j not in paired_j:
+            left.setdefault(size, []).append(j)
+    extra = []
+    for i, size in enumerate(a):
+        js = left.get(size)
+        if i in paired_i or not js:
+            continue
+        k = bisect.bisect_left(firsts, i)  # pairs[k - 1] is the last pair before i
+        lo = pairs[k - reach][1] if k >= reach else -1
+        hi = pairs[k + reach - 1][1] if k + reach - 1 < len(pairs) else len(b)
+        near = pairs[k - 1] if k > 0 else pairs[0]
+        want = near[1] + i - near[0]
+        x = bisect.bisect_left(js, want)
+        cands = [y for y in (x - 1, x) if 0 <= y < len(js) and lo < js[y] < hi]
+        if cands:
+            y = min(cands, key=lambda y: abs(js[y] - want))
+            extra.append((i, js.pop(y)))
+    if not extra:
+        return pairs, 0
+    by_size = {}
+    for i, j in pairs + extra:
+        ii, jj = by_size.setdefault(a[i], ([], []))
+        ii.append(i)
+        jj.append(j)
+    ordered = sorted(p for ii, jj in by_size.values() for p in zip(sorted(ii), sorted(jj)))
+    latest = {}  # address -> the trace's position of the last allocation there, in history order
+    keep = set()
+    for j, i in sorted((j, i) for i, j in ordered):
+        if latest.get(addrs[j], -1) > i:
+            continue  # the trace would allocate the address again while it is live
+        latest[addrs[j]] = i
+        keep.add((i, j))
+    ordered = [p for p in ordered if p in keep]
+    crossed, top = 0, -1
+    for _, j in ordered:
+        crossed += j < top
+        top = max(top, j)
+    return ordered, crossed
 
 
 _ALIGN_BOTH = 32
@@ -981,8 +1055,11 @@ def convert(et_path, hist_path=None, prof_path=None, out_path=None, say=_say):
                 f"allocations in order")
         if j["first_fail"]:
             line += f"; it first fails {j['first_fail']}"
-        line += (f"; aligned by size: {j['matched']} matched, {j['allocs'] - j['matched']} allocations "
-                 f"the trace does not show, {j['storages'] - j['matched']} storages without one; "
+        line += (f"; aligned by size: {j['matched']} matched"
+                 + (f" ({j['nearby']} of them made in another order nearby)" if j["nearby"] else "")
+                 + f", {j['allocs'] - j['matched']} allocations the trace does not show, "
+                 f"{j['storages'] - j['matched']} storages without one"
+                 + (f" (the first: {j['first_alone']})" if j["first_alone"] else "") + "; "
                  f"{j['pre']} of {sum(b.pre for b in step.buffers)} storages found in place join the "
                  f"{len(hist.pre)} allocations from before the step ({_gib(hist.pre_bytes)})")
         say(line)
