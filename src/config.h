@@ -86,6 +86,11 @@ typedef struct ao_layerset_s {
       "1: a freed tracked buffer is unmapped at once and its address never reused, so a "          \
       "use after free faults as it would without aoshim (each buffer its own 2 MiB mapping: "      \
       "for debugging, not for speed)")                                                             \
+    X(SKIP_LEFTOVERS, skip_leftovers, bool, "1", "a boolean (1/0, true/false, yes/no, on/off)",    \
+      "1: a place in a kernel's parameters once found holding the address of freed memory is "     \
+      "the host stack's leftovers for that kernel, not a pointer it reads, and is not taken as a " \
+      "touch again (PyTorch's elementwise kernels carry such words); 0: every word may be a "      \
+      "pointer")                                                                                   \
     X(CONTROL_LOG, control_log, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
       "write one line per layer-boundary call, '<call> <layer> <microbatch>', to this file, "      \
       "also in a process without a GPU")                                                           \

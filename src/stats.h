@@ -4,6 +4,7 @@
 #ifndef AO_STATS_H
 #define AO_STATS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 // X(NAME, label in the summary)
@@ -13,6 +14,8 @@
     X(TRACKED_LIVE_BYTES, "tracked bytes, resident or offloaded (live)")                           \
     X(PEAK_DEVICE_BYTES, "peak device memory")                                                     \
     X(PEAK_WITHOUT_BYTES, "peak without offloading")                                               \
+    X(DEVICE_PEAK_BYTES, "device memory in use at its peak (the driver's count)")                  \
+    X(DEVICE_SAMPLES, "samples of the device's memory in use")                                     \
     X(TRACKED_BUFFERS, "buffers tracked")                                                          \
     X(OFFLOADED_BYTES, "bytes offloaded (copied out and released)")                                \
     X(RELOADED_BYTES, "bytes reloaded")                                                            \
@@ -23,6 +26,8 @@
     X(PREFETCH_MISSED, "reloads issued late, at the layer's own backward")                         \
     X(PREFETCH_EVICTED, "prefetched layers given back when the program ran out of memory")         \
     X(LATE_RELOADS, "late reloads (buffers a kernel needed outside the schedule)")                 \
+    X(LEFTOVER_PLACES, "kernel parameter places found holding leftovers, not pointers")            \
+    X(LEFTOVER_SKIPS, "words at those places pointing at offloaded memory, not read as touches")   \
     X(RELOAD_WAIT_NS, "compute stream waited on reloads (ns)")                                     \
     X(D2H_COPY_NS, "device-to-host copy time (ns)")                                                \
     X(H2D_COPY_NS, "host-to-device copy time (ns)")                                                \
@@ -66,11 +71,32 @@ static inline void ao_stat_max(ao_stat_t s, uint64_t v)
 }
 // Device-memory gauges change together; the peaks follow them.
 void ao_stat_device(int64_t passthrough, int64_t resident, int64_t live);
+// Called (any thread) when the allocations reach a new high, by 1/256 and
+// 2 MiB at least over the last call's: the engine samples the driver's
+// count there (offload/auto.c). NULL until the engine is ready.
+extern void (*ao_stat_on_high)(void);
 // The peak without offloading since the last ao_stat_step_reset (the
 // planner's measure of a step's need), the peak with it (what aoshim counts
 // on the device: passed through and tracked with device memory), and the
 // reset of both, to the current values.
 uint64_t ao_stat_step_peak_without(void);
+// Where in the step the program is (the engine sets it at each boundary),
+// and where this step's peak without offloading came: AO_WHERE_FORWARD + L
+// in the forward, from layer L's begin on (until the next layer's), the
+// backward, after the backward (the optimizer, until the step ends), before
+// the first forward layer of a step (after the last one's end), or unknown
+// (before any layer call).
+enum {
+    AO_WHERE_UNKNOWN = 0,
+    AO_WHERE_OUTSIDE = 1,
+    AO_WHERE_BACKWARD = 2,
+    AO_WHERE_AFTER = 3,
+    AO_WHERE_FORWARD = 4,
+};
+extern int ao_stat_where_now;
+int ao_stat_step_peak_where(void);
+// "the optimizer (after the backward)", "the forward of layer 3", ...
+void ao_stat_where_text(int where, char *out, unsigned n);
 uint64_t ao_stat_step_peak_with(void);
 void ao_stat_step_reset(void);
 

@@ -78,25 +78,64 @@ uint64_t ao_device_in_use(void)
     return total - free_b;
 }
 
+// --- the device's memory, as the driver counts it, for the report ---------------------------
+// Sampled at every layer boundary (under the engine's lock) and whenever
+// the allocations reach a new high (ao_stat_device, any thread): the most
+// seen is the report's peak (report/summary.c models the peak without
+// offloading from it).
+// The program's pool (the device's default one, which cudaMallocAsync
+// serves): found once; NULL where the driver has none.
+static CUmemoryPool program_pool(void)
+{
+    if (!ao_auto.pool && !ao_auto.pool_none) {
+        CUmemoryPool p = NULL;
+        if (ao_real.cuDeviceGetDefaultMemPool && ao_real.cuMemPoolGetAttribute &&
+            ao_real.cuDeviceGetDefaultMemPool(&p, ao_vmm.device) == CUDA_SUCCESS && p)
+            ao_auto.pool = p;
+        else
+            ao_auto.pool_none = true;
+    }
+    return ao_auto.pool;
+}
+
+// The pool's reserve and what of it is allocated; false if not known.
+static bool pool_figures(CUmemoryPool p, cuuint64_t *reserved, cuuint64_t *used)
+{
+    return p &&
+           ao_real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, reserved) ==
+               CUDA_SUCCESS &&
+           ao_real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, used) == CUDA_SUCCESS;
+}
+
+static uint64_t device_sample(void)
+{
+    uint64_t in_use = ao_device_in_use();
+    if (!in_use) return 0;
+    ao_stat_max(AO_STAT_DEVICE_PEAK_BYTES, in_use);
+    ao_stat_add(AO_STAT_DEVICE_SAMPLES, 1);
+    return in_use;
+}
+
+// A new high of the allocations (stats.c calls it, any thread, once the
+// engine is ready).
+static void device_high(void)
+{
+    device_sample();
+}
+
+void ao_device_sampling_on(void)
+{
+    __atomic_store_n(&ao_stat_on_high, device_high, __ATOMIC_RELEASE);
+}
+
 void ao_auto_pool_sample(void)
 {
-    if (!ao_auto.on || !ao_eng.ready) return;
-    ao_auto_device_note(ao_device_in_use());
-    if (ao_auto.pool_none) return;
-    if (!ao_auto.pool &&
-        (!ao_real.cuDeviceGetDefaultMemPool || !ao_real.cuMemPoolGetAttribute ||
-         ao_real.cuDeviceGetDefaultMemPool(&ao_auto.pool, ao_vmm.device) != CUDA_SUCCESS ||
-         !ao_auto.pool)) {
-        ao_auto.pool_none = true;
-        return;
-    }
+    if (!ao_eng.ready) return;
+    uint64_t in_use = device_sample();
+    if (!ao_auto.on) return;
+    ao_auto_device_note(in_use);
     cuuint64_t reserved = 0, used = 0;
-    if (ao_real.cuMemPoolGetAttribute(ao_auto.pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-                                      &reserved) != CUDA_SUCCESS ||
-        ao_real.cuMemPoolGetAttribute(ao_auto.pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) !=
-            CUDA_SUCCESS)
-        return;
-    ao_auto_pool_note(reserved, used);
+    if (pool_figures(program_pool(), &reserved, &used)) ao_auto_pool_note(reserved, used);
 }
 
 // The budget a plan is held to: what the device has left for allocations
@@ -195,6 +234,13 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     const int n = in->nlayers;
     ao_plan_t p;
     ao_plan_make(in, &p);
+    // A step whose peak comes where no layer's activations are alive (the
+    // optimizer's, or before the forward) is not lowered by any layer
+    // moved: moving them would cost the link and save nothing. The plan's
+    // model knows the layers, not where the step peaked: this does.
+    if (in->peak_without > in->budget &&
+        (ao_auto.peak_where == AO_WHERE_AFTER || ao_auto.peak_where == AO_WHERE_OUTSIDE))
+        ao_plan_predict(in, 0, p.prefetch, &p);
     bool changed = !ao_auto.planned || p.count != ao_auto.plan.count ||
                    p.prefetch != ao_auto.plan.prefetch || p.part != ao_auto.plan.part;
     // A new set of layers: the pool of physical memory keeps no more than
@@ -233,8 +279,22 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
         ao_auto.said_why = ao_auto.why;
         ao_auto.why = NULL;
     }
-    char need[32], peak[32], budget[32], line[448], slack[128] = "";
+    char need[32], peak[32], budget[32], line[640], slack[128] = "", where[48], miss[192] = "";
     fmt_bytes(need, sizeof need, in->peak_without);
+    // Where the measured step's peak came: offloading lowers a peak in the
+    // forward or the backward; one after the backward (the optimizer's) or
+    // before the forward has no layer's activations alive to move.
+    ao_stat_where_text(ao_auto.peak_where, where, sizeof where);
+    bool unmovable = ao_auto.peak_where == AO_WHERE_AFTER || ao_auto.peak_where == AO_WHERE_OUTSIDE;
+    if (unmovable && in->peak_without > in->budget) {
+        char by[32];
+        fmt_bytes(by, sizeof by, in->peak_without - in->budget);
+        snprintf(
+            miss, sizeof miss,
+            ": the budget cannot be met, offloading cannot lower a peak there (it misses by %s, "
+            "with what the device held beyond the allocations)",
+            by);
+    }
     fmt_bytes(peak, sizeof peak, p.peak);
     fmt_bytes(budget, sizeof budget, ao_auto.budget);
     if (ao_auto.pool_slack) { // the budget the plan was held to is less by this
@@ -244,8 +304,9 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
                  ", the device held %s beyond the allocations (pool reserve, context)", b);
     }
     if (p.count == 0) {
-        snprintf(line, sizeof line, "nothing offloaded: the step needs %s, the budget is %s%s%s%s",
-                 need, budget, slack, ao_auto.said_why ? "; " : "",
+        snprintf(line, sizeof line,
+                 "nothing offloaded: the step needs %s, its peak in %s, the budget is %s%s%s%s%s",
+                 need, where, budget, slack, miss, ao_auto.said_why ? "; " : "",
                  ao_auto.said_why ? ao_auto.said_why : "");
     } else {
         char part[96] = "";
@@ -257,8 +318,8 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
         }
         snprintf(line, sizeof line,
                  "layers 0-%d of %d offloaded%s, prefetch %d: peak %s predicted for a budget of %s "
-                 "(%s without)%s%s, copies exposed %.2f ms per step%s%s",
-                 p.count - 1, n, part, p.prefetch, peak, budget, need, slack,
+                 "(%s without, its peak in %s)%s%s, copies exposed %.2f ms per step%s%s",
+                 p.count - 1, n, part, p.prefetch, peak, budget, need, where, slack,
                  p.budget_met ? "" : ": the budget cannot be met", (double)p.exposed_ns / 1e6,
                  ao_auto.said_why ? "; " : "", ao_auto.said_why ? ao_auto.said_why : "");
     }
@@ -303,6 +364,7 @@ void ao_auto_step(void)
         ao_auto.want[l] = ao_auto.bytes[l] / (uint64_t)ao_auto.mbs;
     }
     ao_auto.peak_without = ao_stat_step_peak_without();
+    ao_auto.peak_where = ao_stat_step_peak_where();
     // What this step left allocated beyond what it began with (outside the
     // layers: passed through) comes into the next step's peak: AdamW makes
     // its state, twice the parameters, in the first step's optimizer, after

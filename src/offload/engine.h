@@ -105,8 +105,11 @@ void ao_engine_graph_cloned(CUgraph from, CUgraph clone);
 CUstream ao_engine_safe_stream(const void *chunk);
 // The engine's slow path for one word the fast check did not clear: on
 // return the launch may use it (the chunk is returned for the waiver), or
-// ao_scan_failed is set and the launch must not be issued.
-const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what);
+// ao_scan_failed is set and the launch must not be issued. stale (NULL: a
+// copy's range, always acted on): p is in a chunk but in no live buffer of
+// it, a word the launch cannot use (scan.h, leftover words): *stale is set
+// and nothing is done.
+const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *stale);
 
 // At exit, after the report: give back what aoshim holds on the device and
 // in pinned host memory, when the driver is still there; never hangs. From

@@ -248,6 +248,7 @@ typedef struct ao_auto_s {
     uint64_t want[AO_MAX_LAYERS];
     uint64_t passed[AO_MAX_LAYERS]; // ... and gained by the real allocator, passed through
     uint64_t peak_without;          // the last measured step's
+    int peak_where;                 // ... and where in the step it came (AO_WHERE_*)
     uint64_t fwd_est[AO_MAX_LAYERS], bwd_est[AO_MAX_LAYERS]; // times, not measured since
     bool reshaped;
     char shape_why[128];
@@ -275,6 +276,7 @@ typedef struct ao_auto_s {
     uint64_t pool_unused_now; // the pool's unused reserve at the last sample
     uint64_t slack_once;      // held off the budget for one step after a caught-up one
     bool caught_up;           // this measuring step caught up under a budget (engine.c)
+    bool yielded;             // the measuring step gave its idle memory back (engine.c)
     // What the program had allocated outside the layers as the step began
     // (its first layer_begin, then each step's end), and carry, what the
     // last step left beyond that (the optimizer's state, made in the first
@@ -361,7 +363,10 @@ void ao_auto_op_record(int layer, int mb, bool bwd);
 void ao_auto_budget(void);
 uint64_t ao_auto_budget_of(const ao_share_t *b, uint64_t free_b, uint64_t total, uint64_t have);
 void ao_auto_check_shapes(const ao_scope_t *s);
+// At each boundary: the device's memory for the report (every policy),
+// and the program's pool for the plan (auto).
 void ao_auto_pool_sample(void);
+void ao_device_sampling_on(void);
 void ao_auto_pool_note(uint64_t reserved, uint64_t used);
 void ao_auto_device_note(uint64_t in_use);
 uint64_t ao_device_in_use(void);

@@ -7,6 +7,7 @@
 
 #include "cuda/guard.h"
 #include "cuda/real.h"
+#include "config.h"
 #include "log.h"
 
 // --- the cache: lock-free lookups, insertions under a mutex -------------------------------
@@ -79,8 +80,11 @@ static ao_layout_t *build(const void *h, int kind, bool info)
         for (size_t a = (o + 7) & ~(size_t)7; a + 8 <= o + sz && nwords < MAXP; a += 8)
             words[nwords++] = (ao_word_t){(uint16_t)n, (uint16_t)(a - o), (uint32_t)a};
     }
-    ao_layout_t *L = malloc(sizeof *L + nwords * sizeof *L->w);
+    size_t nbits = (nwords + 63) / 64 * sizeof(uint64_t);
+    ao_layout_t *L = malloc(sizeof *L + nwords * sizeof *L->w + nbits);
     if (!L) return NULL;
+    L->leftover = (uint64_t *)(L->w + nwords); // ao_word_t is 8 bytes: aligned
+    memset(L->leftover, 0, nbits);
     L->nparams = n;
     L->packed_size = packed;
     L->trace_id = L->trace_launches = 0;
@@ -134,4 +138,14 @@ const ao_layout_t *ao_layout(const void *fn, int kind)
         L = ao_layout_get(fn, kind);
     }
     return L && (L->nwords || L->nparams) ? L : NULL;
+}
+
+// --- leftover words (scan.h) --------------------------------------------------------------------
+void ao_leftover_note(const ao_layout_t *L, uint32_t i)
+{
+    uint64_t bit = 1ull << (i & 63);
+    if (!ao_config.skip_leftovers || __atomic_load_n(&L->leftover[i >> 6], __ATOMIC_RELAXED) & bit)
+        return;
+    if (!(__atomic_fetch_or(&L->leftover[i >> 6], bit, __ATOMIC_RELAXED) & bit))
+        ao_stat_add(AO_STAT_LEFTOVER_PLACES, 1);
 }

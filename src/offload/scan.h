@@ -22,6 +22,7 @@
 #include "mem/vmm.h"
 #include "offload/engine.h"
 #include "offload/fence.h"
+#include "stats.h"
 
 // Where a kernel's pointer-sized words are: parameter index and offset in it
 // (argument-array form), and offset in the packed buffer (extra form).
@@ -38,6 +39,9 @@ typedef struct ao_layout_s {
     // file, 0 until declared, and its launches recorded (for the sampled
     // timing). Atomics: the layout is shared by every launching thread.
     uint32_t trace_id, trace_launches;
+    // One bit per word: a place found holding leftovers, never a pointer
+    // (ao_leftover_note). Set once, read by every launching thread.
+    uint64_t *leftover;
     ao_word_t w[];
 } ao_layout_t;
 
@@ -53,14 +57,50 @@ const ao_layout_t *ao_layout(const void *fn, int kind);
 const ao_layout_t *ao_layout_get(const void *fn, int kind);
 
 // Slow path for one word: drop the busy mark, let the engine act, mark again.
-static inline void ao_scan_slow(uint64_t w, CUstream s, const char *what)
+// stale (NULL for a copy's range): set when the word points at no live
+// buffer of its chunk, and nothing was done for it.
+static inline void ao_scan_slow(uint64_t w, CUstream s, const char *what, bool *stale)
 {
     ao_scan_end();
-    const void *c = ao_engine_touch(w, s, what);
+    const void *c = ao_engine_touch(w, s, what, stale);
     int i = ao_scan_slot - 1;
     __atomic_fetch_add(&ao_scan_busy[i], 1, __ATOMIC_SEQ_CST);
     if (c && ao_scan_nwaived < 8) ao_scan_waived[ao_scan_nwaived++] = c;
 }
+
+// --- leftover words ----------------------------------------------------------------------------
+// A kernel's parameters are not all set by the program: PyTorch's
+// elementwise kernels take an OffsetCalculator of 25 dimensions by value,
+// of which a few are filled, and the rest is the host stack's leftovers,
+// among them addresses of tensors freed earlier. Read as a pointer, such a
+// word is a touch of whatever lies there now: on an H200 (a Hugging Face
+// Llama under `all`) 81 and 307 late reloads in two runs, for launches
+// that never read those layers. A word that points where no live buffer
+// is (a granule with no chunk, or a freed part of a chunk) is no pointer
+// the kernel uses: the program would read freed memory. Nor is a word no
+// pointer can have (ao_word_addressable). So its place in
+// that kernel's parameters is marked, and from then on that place is not
+// read as a pointer for that kernel (AOSHIM_SKIP_LEFTOVERS=0: always read).
+// The assumption this rests on: a kernel that takes a pointer at some
+// place takes a live one there in every launch. A kernel that broke it
+// (a pointer at a place that held freed memory's address in another
+// launch), touching offloaded memory, would fault on the GPU (the memory
+// is unmapped), not read wrong bytes.
+// Whether w could be an address a kernel reads: not below the lowest page a
+// process can map (Linux's mmap_min_addr, 64 KiB by default; the words of
+// value 0, a NULL pointer or a zero size, are not leftovers) and not above
+// the largest user address of any 64-bit CPU CUDA runs on (2^56 with five
+// page-table levels). A word outside may be a size, a stride or a divisor's
+// magic number: a place holding one is no pointer place.
+static inline bool ao_word_addressable(uint64_t w)
+{
+    return w - 1 >= 0xffff && w < 1ull << 57;
+}
+static inline bool ao_is_leftover(const ao_layout_t *L, uint32_t i)
+{
+    return __atomic_load_n(&L->leftover[i >> 6], __ATOMIC_RELAXED) >> (i & 63) & 1;
+}
+void ao_leftover_note(const ao_layout_t *L, uint32_t i);
 
 // --- the lock-free reads, and why they suffice ------------------------------------------
 // The caller has loaded ao_vmm.size with acquire and found it nonzero (every
@@ -123,11 +163,24 @@ again:;
                                  : (const char *)args[L->w[i].param] + L->w[i].off;
         memcpy(&w, src, sizeof w);
         uint64_t off = w - base;
-        if (off >= size) continue;
+        if (off >= size) {
+            if (!ao_word_addressable(w)) ao_leftover_note(L, i);
+            continue;
+        }
         uint8_t st = ao_granule_state(state, off >> shift);
+        if (st == AO_GS_NONE) { // no chunk: no live buffer, nothing to keep
+            ao_leftover_note(L, i);
+            continue;
+        }
         if (!capturing && st <= AO_GS_RESIDENT) continue;
+        if (ao_is_leftover(L, i)) {
+            ao_stat_add(AO_STAT_LEFTOVER_SKIPS, 1);
+            continue;
+        }
         if (ao_word_ok(w, s)) continue;
-        ao_scan_slow(w, s, L->name);
+        bool stale = false;
+        ao_scan_slow(w, s, L->name, &stale);
+        if (stale) ao_leftover_note(L, i);
         goto again; // states may have moved while this thread was not marked
     }
 }
@@ -141,7 +194,7 @@ again:;
     uint64_t a = p < lo ? lo : p, end = p + n < hi ? p + n : hi;
     for (; a < end; a = (a & ~(uint64_t)(ao_vmm.granule - 1)) + ao_vmm.granule)
         if (!ao_word_ok(a, s)) {
-            ao_scan_slow(a, s, what);
+            ao_scan_slow(a, s, what, NULL);
             goto again;
         }
 }

@@ -36,11 +36,23 @@ static bool stream_capturing(CUstream s, uint64_t *id)
 // cannot wait on an event recorded outside its capture, so there the host
 // waits for the reload, and the chunk stays on the device as long as a graph
 // made from the capture may replay the work (graph pins).
-const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what)
+// Whether p lies in a buffer of c the program has not freed.
+static bool in_live_buffer(const ao_chunk_t *c, CUdeviceptr p)
+{
+    for (const ao_buffer_t *b = c->buffers; b; b = b->next)
+        if (!b->freed && p - b->addr < b->rsize) return true;
+    return false;
+}
+
+const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *stale)
 {
     if (ao_engine_off) return NULL;
     pthread_mutex_lock(&ao_eng.mu);
     ao_chunk_t *c = ao_vmm_owns(p) ? ao_vmm.owner[ao_vmm_index(p)] : NULL;
+    if (c && stale && ao_config.skip_leftovers && !in_live_buffer(c, p)) {
+        *stale = true;
+        c = NULL;
+    }
     if (!c) {
         pthread_mutex_unlock(&ao_eng.mu);
         return NULL;

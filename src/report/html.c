@@ -18,6 +18,7 @@
 #include "record.h"
 #include "report.h"
 #include "stats.h"
+#include "summary.h"
 
 #define R ao_rec
 
@@ -496,8 +497,18 @@ void ao_report_html(int fd)
                    (int)getpid(), AO_REPORT_VERSION, (int)getpid(), ao_report_rank(),
                    R.device_name[0] ? ", device " : "");
     ao_emit_escaped(&e, R.device_name, true);
+    unsigned long long dev = ao_device_peak(), dev_without = ao_device_peak_without();
+    char d[32], dw[32], ds[32];
+    ao_emit_printf(
+        &e,
+        "</p>\n<p class=\"big\">device memory in use at peak <b>%s</b> (the driver's "
+        "count); without offloading %s (%s); %s %s</p>\n",
+        ao_fmt_bytes(d, sizeof d, dev), ao_fmt_bytes(dw, sizeof dw, dev_without),
+        ao_stat_get(AO_STAT_LAYERS_OFFLOADED) ? "modelled" : "measured",
+        dev > dev_without ? "MORE by" : "saved",
+        ao_fmt_bytes(ds, sizeof ds, dev > dev_without ? dev - dev_without : dev_without - dev));
     ao_emit_printf(&e,
-                   "</p>\n<p class=\"big\">peak device memory <b>%s</b>; without offloading %s "
+                   "<p>peak allocated <b>%s</b>; without offloading %s "
                    "(saved %s, %.1f%%)</p>\n",
                    ao_fmt_bytes(a, sizeof a, peak), ao_fmt_bytes(b, sizeof b, without),
                    ao_fmt_bytes(c, sizeof c, without > peak ? without - peak : 0),

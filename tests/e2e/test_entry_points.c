@@ -341,3 +341,52 @@ Test(libaoshim, links_no_cuda_library_and_exports_only_its_api)
     cr_assert_eq(pclose(f), 0);
     cr_assert_gt(exported, 20);
 }
+
+// Leftover words (leftover_words.c): a place in a kernel's parameters once
+// seen pointing at freed memory is not read as a touch of an offloaded
+// layer again; a real pointer to one still reloads it, with the right
+// bytes; a capture with such a word completes. AOSHIM_SKIP_LEFTOVERS=0
+// reads every word as a pointer.
+static void leftover_run(bool skip, char *out, size_t len)
+{
+    const char *prog = getenv("AO_TEST_LEFTOVER_WORDS"), *shim = getenv("AO_TEST_SHIM");
+    cr_assert(prog && shim);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_SKIP_LEFTOVERS=%d AOSHIM_QUIET=1 "
+             "SIM_QUIET=1 timeout 60 %s",
+             shim, skip, prog);
+    int st;
+    slurp(cmd, out, len, &st);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault):\n%s", st, out);
+}
+
+Test(safety_net, leftover_words_are_learned_and_real_pointers_still_reload)
+{
+    char out[4096];
+    leftover_run(true, out, sizeof out);
+    static const char *const want[] = {
+        "leftover step=0 late=1 ok=1\n",
+        "stale step=0 late=0 ok=1\n",
+        "pointer step=0 late=0 ok=1\n",
+        "leftover step=1 late=0 ok=1\n",
+        "stale step=1 late=0 ok=1\n",
+        "pointer step=1 late=1 ok=1\n",
+        "leftover step=2 late=0 ok=1\n",
+        "pointer step=2 late=1 ok=1\n",
+        "capture ok=1\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        cr_expect(strstr(out, want[i]) != NULL, "missing \"%s\" in:\n%s", want[i], out);
+}
+
+Test(safety_net, every_word_is_a_pointer_with_skip_leftovers_off)
+{
+    char out[4096];
+    leftover_run(false, out, sizeof out);
+    for (int step = 0; step < 3; step++) {
+        char want[64];
+        snprintf(want, sizeof want, "leftover step=%d late=1 ok=1\n", step);
+        cr_expect(strstr(out, want) != NULL, "missing \"%s\" in:\n%s", want, out);
+    }
+}

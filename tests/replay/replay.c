@@ -1361,15 +1361,26 @@ static void issue_launch(size_t ri, const rec_t *r)
     uint32_t n = 0;
     span_t sp[MAX_DECL + MAX_BLOB];
     uint8_t mode[MAX_DECL + MAX_BLOB];
-    uint64_t jw[MAX_BLOB]; // --scan-leftovers: leftover words for aoshim's scan alone
-    int nj = 0;
+    uint32_t at[MAX_DECL + MAX_BLOB]; // each pointer's place among the record's words
+    // --scan-leftovers: the words taken as no pointer, each at its place
+    // among the record's words (the trace leaves out words that are 0), so
+    // that aoshim's scan sees each kernel's leftovers where the GPU's did.
+    uint64_t raw[MAX_BLOB];
+    if (opt_scan_leftovers) memset(raw, 0, sizeof raw);
     for (uint32_t i = 0; i < r->nptr; i++) {
         const ptr_t *p = &ptrs[r->ptr0 + i];
         span_t s;
         if (p->junk) { // counted by classify_raw_words
-            if (opt_scan_leftovers && nj < MAX_BLOB && span_of(p->addr, LEN_UNKNOWN, &s) &&
-                s.x->live)
-                jw[nj++] = s.x->rep + s.off;
+            // An address of the trace's, where its memory is in the replay;
+            // a word no address can be (a size, a stride: below 64 KiB or
+            // at 2^57 and above), as it is; any other word (a host address)
+            // cannot be placed.
+            if (opt_scan_leftovers && i < MAX_BLOB) {
+                if (span_of(p->addr, LEN_UNKNOWN, &s))
+                    raw[i] = s.x->rep + s.off;
+                else if (p->addr < 0x10000 || p->addr >= 1ull << 57)
+                    raw[i] = p->addr;
+            }
             continue;
         }
         if (!span_of(p->addr, p->len, &s)) {
@@ -1388,6 +1399,7 @@ static void issue_launch(size_t ri, const rec_t *r)
         // still the use-after-free it says, and faults.
         if (!s.x->live && p->len == LEN_UNKNOWN && p->mode == M_UNKNOWN) {
             note.stale_words++;
+            if (opt_scan_leftovers && i < MAX_BLOB) raw[i] = s.x->rep + s.off;
             continue;
         }
         if (n == MAX_DECL + MAX_BLOB) {
@@ -1397,16 +1409,22 @@ static void issue_launch(size_t ri, const rec_t *r)
         // Unknown mode: the range's first touch in the trace writes, every
         // later one reads (docs/trace-format.md).
         mode[n] = p->mode ? p->mode : s.x->touched ? M_R : M_W;
+        at[n] = i;
         sp[n++] = s;
     }
-    int nd = n <= MAX_DECL && !nj ? (int)n : n < MAX_DECL ? (int)n : MAX_DECL - 1;
+    // The blob: in one launch form, the pointers past the declared ones;
+    // with --scan-leftovers, all MAX_BLOB places, the leftovers and those
+    // pointers each at its place (a kernel's blob then has one layout).
+    bool blob_fixed = opt_scan_leftovers;
+    int nd = n <= MAX_DECL && !blob_fixed ? (int)n : n < MAX_DECL ? (int)n : MAX_DECL - 1;
     int ne = (int)n - nd;
-    if (ne + nj > MAX_BLOB) nj = MAX_BLOB - ne;
+    if (ne > MAX_BLOB) ne = MAX_BLOB;
+    int nb = blob_fixed ? MAX_BLOB : ne;
     kkey_t key;
     memset(&key, 0, sizeof key);
     key.kid = r->id;
     key.nd = nd;
-    key.ne = ne + nj;
+    key.ne = nb;
     for (int i = 0; i < nd; i++)
         key.modes[i] = mode[i];
     const char *sym = kernel_sym(&key, name);
@@ -1422,11 +1440,19 @@ static void issue_launch(size_t ri, const rec_t *r)
         args[a++] = &pv[i];
     for (int i = 0; i < nd; i++)
         args[a++] = &lv[i];
-    for (int i = 0; i < ne; i++)
-        blob[i] = sp[nd + i].x->rep + sp[nd + i].off;
-    for (int i = 0; i < nj; i++) // after the pointers, where the simulator does not look
-        blob[ne + i] = jw[i];
-    if (ne + nj) args[a++] = blob;
+    if (blob_fixed) {
+        memcpy(blob, raw, sizeof blob);
+        for (int i = 0; i < ne; i++) {
+            if (at[nd + i] < MAX_BLOB)
+                blob[at[nd + i]] = sp[nd + i].x->rep + sp[nd + i].off;
+            else
+                note.dropped_ptrs++; // past the blob: the simulator saw it, aoshim does not
+        }
+    } else {
+        for (int i = 0; i < ne; i++)
+            blob[i] = sp[nd + i].x->rep + sp[nd + i].off;
+    }
+    if (nb) args[a++] = blob;
     args[a++] = &recv;
     args[a++] = &flops;
 
@@ -1434,7 +1460,7 @@ static void issue_launch(size_t ri, const rec_t *r)
     cur.rec = ri;
     cur.name = name;
     cur.nd = nd;
-    cur.ne = ne;
+    cur.ne = nb;
     for (int i = 0; i < nd; i++) {
         cur.sp[i] = sp[i];
         cur.mode[i] = mode[i];

@@ -174,11 +174,29 @@ Test(report, json_trace_html, .timeout = 120)
     cr_expect_leq(fabs(without - sim), 0.01 * sim,
                   "counterfactual peak %.0f is not within 1%% of the simulator's %.0f", without,
                   sim);
+    // The driver's count: the device's peak in use as sampled is no more
+    // than the simulator's exact one, and within 3% of it; the modelled
+    // peak without offloading is within 3% of the run without aoshim.
+    const char *dk = strstr(j, "\"device_peak_bytes\": ");
+    const char *dw = strstr(j, "\"device_peak_without_bytes\": ");
+    cr_assert(dk && dw, "no device_peak_bytes / device_peak_without_bytes");
+    double dev = strtod(dk + strlen("\"device_peak_bytes\": "), NULL);
+    double dev_without = strtod(dw + strlen("\"device_peak_without_bytes\": "), NULL);
+    cr_log_info(
+        "driver's count: peak %.0f (simulator %llu), without %.0f (run without aoshim %llu)", dev,
+        (unsigned long long)with.peak, dev_without, (unsigned long long)base.peak);
+    cr_expect(dev <= (double)with.peak && dev >= 0.97 * (double)with.peak,
+              "device_peak_bytes %.0f, the simulator's peak %llu", dev,
+              (unsigned long long)with.peak);
+    cr_expect_leq(
+        fabs(dev_without - sim), 0.03 * sim,
+        "device_peak_without_bytes %.0f is not within 3%% of the run without aoshim's %.0f",
+        dev_without, sim);
     // The summary's peak is the JSON's (one emitter wrote both).
     const char *pk = strstr(j, "\"peak_device_bytes\": ");
     cr_assert(pk);
     double peak = strtod(pk + strlen("\"peak_device_bytes\": "), NULL);
-    const char *row = e2e_summary(with.err, "peak device memory");
+    const char *row = e2e_summary(with.err, "peak allocated");
     cr_assert(row);
     static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = peak;

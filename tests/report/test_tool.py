@@ -45,7 +45,7 @@ def main():
         cmp_ = subprocess.run([sys.executable, TOOL, a, b], capture_output=True, text=True)
         text = cmp_.stdout
         print(text)
-        for want in ("peak device memory", "saved", "compute stream waited on reloads", "layer"):
+        for want in ("device memory in use", "peak allocated", "saved", "compute stream waited on reloads", "layer"):
             if want not in text:
                 bad += 1
                 print(f"FAIL: comparison has no '{want}'")
