@@ -54,6 +54,11 @@ py=$(command -v python3); [ -x .venv/bin/python ] && py="$PWD/.venv/bin/python"
 # three links, three budgets (the simulated GPU, no data).
 echo "== bench_plan =="
 python3 tests/bench/bench_plan.py "$dir"
+# A step whose peak is not in the optimizer (train_step --pytorch), recorded
+# and replayed: all, auto under two budgets and every static count, by the
+# driver's count, against issue 22's targets.
+echo "== bench_forward_peak =="
+python3 tests/bench/bench_forward_peak.py "$dir"
 # Every step trace under tests/replay/data/ replayed on the simulated GPU (no
 # data, the trace's device size), without aoshim and with
 # AOSHIM_OFFLOAD_LAYERS=all: the replay's line for each (docs/replay.md).
