@@ -8,7 +8,12 @@ static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize, bool stays)
 {
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
         uint64_t lo;
-        if (c->state != AO_RESIDENT || c->stays != stays ||
+        // Not a retiring chunk's free tail: its release, once its last uses
+        // are done, would take the new buffer's memory with it (a layer that
+        // freed a 3 MiB buffer the GPU still used, then allocated 512 KiB:
+        // the new buffer went there, and its bytes were overwritten by the
+        // next layer that got the chunk's kept mapping).
+        if (c->state != AO_RESIDENT || c->retiring || c->stays != stays ||
             ao_extents_take(&c->free, rsize, &lo) < 0)
             continue;
         ao_buffer_t *b = calloc(1, sizeof *b);

@@ -390,3 +390,20 @@ Test(safety_net, every_word_is_a_pointer_with_skip_leftovers_off)
         cr_expect(strstr(out, want) != NULL, "missing \"%s\" in:\n%s", want, out);
     }
 }
+
+// A buffer allocated while a freed buffer's chunk retires keeps its bytes
+// (retire_tail.c): it is never placed in that chunk's free tail.
+Test(safety_net, a_buffer_is_never_placed_in_a_retiring_chunk)
+{
+    const char *prog = getenv("AO_TEST_RETIRE_TAIL"), *shim = getenv("AO_TEST_SHIM");
+    cr_assert(prog && shim);
+    char cmd[2048], out[256];
+    snprintf(cmd, sizeof cmd,
+             "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=all AOSHIM_MIN_BYTES=4K AOSHIM_QUIET=1 "
+             "SIM_QUIET=1 timeout 60 %s",
+             shim, prog);
+    int st;
+    slurp(cmd, out, sizeof out, &st);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault):\n%s", st, out);
+    cr_expect_str_eq(out, "wrong=0\n");
+}
