@@ -234,8 +234,8 @@ def _tensors(vals, shapes, strides, flags, out):
 
 class Op:
     __slots__ = ("id", "name", "kids", "parent", "schema", "attrs", "ins", "outs", "lists",
-                 "top", "thread", "subrefs", "work", "wdesc", "dwrites", "writes", "kind",
-                 "pos", "scalars", "adopt")
+                 "top", "thread", "made", "work", "wdesc", "dwrites", "writes", "kind",
+                 "pos", "scalars")
 
     def __init__(self, n):
         self.id = n["id"]
@@ -250,8 +250,8 @@ class Op:
         self.dwrites = set()
         self.writes = set()
         self.top = self.thread = None
+        self.made = None  # storages its descendants create (Step._bind)
         self.scalars = []
-        self.adopt = set()
         inp, outp = n.get("inputs") or {}, n.get("outputs") or {}
         flags = []
         if self.schema:
@@ -369,36 +369,21 @@ class Step:
 
     # --- binding tensors to buffers, in execution order -----------------------------------
     def _bind(self):
-        # Twice: an op that allocates an output without a recorded child and hands it
-        # to a child first (nll_loss_forward resizing its total_weight, a backward
-        # zeroing its fresh gradient) shows only in the first pass, as a storage
-        # first seen inside the op; the second pass has the op create it.
-        self._pass(True)
-        self._pass(False)
-
-    def _pass(self, discover):
         self.buffers, self.events = [], []
         cur = {}
         ev = self.events
 
-        def subrefs(op):
-            """(storages op's descendants refer to, storages they create)"""
-            if op.subrefs is None:
-                refs, made = set(), set()
+        def made_below(op):
+            """Storages op's descendants create: output without being handed them."""
+            if op.made is None:
+                made = set()
                 for k in op.kids:
                     kins = {t.sid for t in k.ins}
-                    refs.update(kins)
-                    refs.update(t.sid for t in k.outs)
                     made.update(t.sid for t in k.outs
                                 if t.sid not in kins and self.is_dev(t) and t.span() > 0)
-                    krefs, kmade = subrefs(k)
-                    refs |= krefs
-                    made |= kmade
-                op.subrefs = (refs, made)
-            return op.subrefs
-
-        for op in self.ops.values():
-            op.subrefs = None
+                    made |= made_below(k)
+                op.made = made
+            return op.made
 
         def ref(t):
             b = cur.get(t.sid)
@@ -418,15 +403,17 @@ class Step:
                 if self.is_dev(t):
                     ref(t)
             born = set()
-            refs, made = subrefs(op) if op.kids else ((), ())
+            made = made_below(op) if op.kids else ()
             for t in op.outs:
-                # A storage id is the storage's address, used again once the allocator
-                # hands the address out again: an op without tensor inputs (empty,
-                # empty_strided) makes a new storage even where its id was seen before
-                # and its own child refers to it first (deterministic mode's fill_).
+                # An output the op is not handed is a new storage unless one of its
+                # descendants creates it (outputs it without being handed it), even
+                # where a child reads it first: mm's resolve_conj, sum's fill_, pow's
+                # copy_, the fill_ of each empty in deterministic mode, the resize_ of
+                # nll_loss_forward's total_weight, nll_loss_backward's zero_. Storage
+                # ids are addresses, used again once the allocator hands an address
+                # out again: an id seen before says nothing.
                 if (self.is_dev(t) and t.sid not in ins and t.sid not in born and t.span() > 0
-                        and (t.sid not in refs or t.sid in op.adopt
-                             or (not op.ins and t.sid not in made))):
+                        and t.sid not in made):
                     b = Buffer(len(self.buffers), t.sid, op, False)
                     self.buffers.append(b)
                     cur[t.sid] = b
@@ -435,13 +422,6 @@ class Step:
                     ev.append(("birth", b))
             for k in op.kids:
                 visit(k)
-            if discover:
-                for t in op.outs:
-                    b = cur.get(t.sid)
-                    if (b is not None and b.pre and b.birth is None and b.first > op.pos
-                            and t.sid not in ins):
-                        op.adopt.add(t.sid)
-                        b.birth = op  # the innermost op adopts it, not its callers too
             for t in op.outs:
                 if self.is_dev(t):
                     ref(t)

@@ -343,8 +343,14 @@ def test_llama_cpu(llama):
     assert acc.bad == []
     assert [L for op, L in acc.layers if op == "begin"] == [0, 1, 2, 3]
     assert [L for op, L in acc.layers if op == "backward_begin"] == [3, 2, 1, 0]
+    # 217 storages in place (weights, AdamW's state) and 930 made in the step, each
+    # one allocation (a step traced with the CPU allocations alongside shows 930
+    # whatever addresses malloc reuses; taking a storage an mm, sum, pow, mean or
+    # cat makes at a reused address for the old one there gave 832 to 867).
+    assert acc.counts["alloc"] == 217 + 930 and acc.counts["free"] == 930
     # The cross-entropy over the vocabulary holds the step's peak: its log-softmax's
     # backward, with the logits, their log-softmax and its gradient live.
+    assert acc.peak == 179_750_700
     assert acc.peak_phase == "backward"
     assert "LogSoftmaxBackward0" in line(lines, "peak")
     meta = {k: v for kind, f in recs if kind == "meta" for k, v in f.items()}
@@ -352,6 +358,48 @@ def test_llama_cpu(llama):
     kernels = {f["name"] for k, f in recs if k == "kernel"}
     assert {"aten::_scaled_dot_product_flash_attention_for_cpu", "aten::silu", "aten::rsqrt",
             "aten::_log_softmax", "aten::nll_loss_forward"} <= kernels
+
+
+def _et_node(i, name, parent, ins=(), outs=(), schema=""):
+    """One execution-trace node; tensors as (storage id, elements), 4 bytes each."""
+    def vals(ts):
+        return {"values": [[1000 + i * 10 + k, sid, 0, n, 4, "cuda:0"] for k, (sid, n) in enumerate(ts)],
+                "shapes": [[n] for _, n in ts], "strides": [[1] for _ in ts],
+                "types": ["Tensor(float)"] * len(ts)}
+    return {"id": i, "name": name, "ctrl_deps": parent, "inputs": vals(ins), "outputs": vals(outs),
+            "attrs": [{"name": "op_schema", "type": "string", "value": schema},
+                      {"name": "tid", "type": "uint64", "value": 1}]}
+
+
+def test_new_storage_where_a_child_reads_it_first():
+    """An op's output that no descendant creates is a new storage, though the id
+    (an address) was seen before and the op's own child reads it first (CPU mm's
+    resolve_conj): each life keeps its own size and lifetime, and the new storage
+    is made by the innermost op that outputs it (mm, not matmul)."""
+    mm = "aten::mm(Tensor self, Tensor mat2) -> Tensor"
+    nodes = [
+        _et_node(1, "[pytorch|profiler|execution_trace|process]", 0),
+        _et_node(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        _et_node(3, "aten::mul", 2, [(100, 64), (101, 64)], [(200, 64)],
+                 "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"),
+        _et_node(4, "aten::neg", 2, [(200, 64)], [(201, 64)], "aten::neg(Tensor self) -> Tensor"),
+        # 200's first life ends at the neg; the allocator hands its address to the mm.
+        _et_node(5, "aten::matmul", 2, [(100, 64), (101, 64)], [(200, 1024)],
+                 "aten::matmul(Tensor self, Tensor other) -> Tensor"),
+        _et_node(6, "aten::mm", 5, [(100, 64), (101, 64)], [(200, 1024)], mm),
+        _et_node(7, "aten::resolve_conj", 6, [(200, 1024)], [(200, 1024)],
+                 "aten::resolve_conj(Tensor(a) self) -> Tensor(a)"),
+        _et_node(8, "aten::relu", 2, [(200, 1024)], [(202, 1024)], "aten::relu(Tensor self) -> Tensor"),
+    ]
+    step = C.Step({"schema": "1.1.1-chakra.0.0.4", "nodes": nodes})
+    made = [(b.birth.name, b.sid, b.size) for b in step.buffers if not b.pre]
+    assert made == [("aten::mul", 200, 256), ("aten::neg", 201, 256), ("aten::mm", 200, 4096),
+                    ("aten::relu", 202, 4096)]
+    first, second = (b for b in step.buffers if b.sid == 200)
+    neg_exit = next(i for i, (k, x) in enumerate(step.events) if k == "exit" and x.name == "aten::neg")
+    assert first.last == neg_exit < second.first
+    # An op that is handed its output (resolve_conj, an in-place op) makes none.
+    assert not any(b.birth is not None and b.birth.name == "aten::resolve_conj" for b in step.buffers)
 
 
 def test_committed_llama_trace_is_current(llama):
