@@ -87,7 +87,7 @@ out=$(RANK=3 "$run" --set MIN_BYTES=64K --layers all --report "$stage/run-%r.jso
 workload "aoshim-run" "$out" "$st"
 [ -f "$stage/run-3.json" ] || fail "aoshim-run --report run-%r.json with RANK=3 wrote no run-3.json"
 out=$("$report" "$stage/run-3.json" 2>&1) || fail "aoshim-report: $(last_line "$out")"
-grep -q 'peak device memory' <<<"$out" || fail "aoshim-report printed no summary"
+grep -q 'device memory in use' <<<"$out" || fail "aoshim-report printed no summary"
 st=0
 # No --layers: the default is auto, and the budget alone makes it plan.
 out=$("$run" --set MIN_BYTES=64K --budget 1M -- "$ts" "${args[@]}" 2>&1) || st=$?

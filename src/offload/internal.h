@@ -275,6 +275,12 @@ typedef struct ao_auto_s {
     uint64_t pool_held, pool_slack;
     uint64_t pool_unused_now; // the pool's unused reserve at the last sample
     uint64_t slack_once;      // held off the budget for one step after a caught-up one
+    // What the plan's model missed: the most a step run under one plan from
+    // its start allocated beyond that plan's predicted peak (auto.c:
+    // ao_auto_step), held off the budget from then on. plans_at_start: the
+    // plans made before this step began (-1: none yet).
+    uint64_t model_slack;
+    int plans_at_start;
     bool caught_up;           // this measuring step caught up under a budget (engine.c)
     bool yielded;             // the measuring step gave its idle memory back (engine.c)
     // What the program had allocated outside the layers as the step began

@@ -164,6 +164,41 @@ Test(auto_step, what_a_step_leaves_comes_into_the_next_plans_peak)
     cr_assert_eq(ao_auto.carry, 0);
 }
 
+// A step run under one plan from its start that allocated more than the
+// plan predicted (what the model does not see: train_step --pytorch's
+// gradients beside aoshim's kept memory) holds the plans after it that much
+// under the budget; a step under a plan made in its middle, or a measuring
+// step, teaches nothing.
+Test(auto_step, what_a_plan_missed_is_held_off_the_next_budget)
+{
+    fresh_auto();
+    ao_auto.budget = 1 * GiB;
+    measured_step(200 * MiB, 5000000, 50);
+    ao_stat_device(0, 0, (int64_t)(N * 200 * MiB));
+    ao_auto_step(); // the measuring step: no plan to have missed
+    cr_assert_eq(ao_auto.model_slack, 0);
+    uint64_t predicted = ao_auto.plan.peak;
+    int count = ao_auto.plan.count;
+    // The next step, under that plan, allocates 300 MiB more than predicted
+    // at its peak (aoshim's count with offloading).
+    ao_stat_device(0, 0, -(int64_t)(N * 200 * MiB));
+    ao_stat_step_reset();
+    measured_step(200 * MiB, 5000000, 50);
+    ao_stat_device((int64_t)(predicted + 300 * MiB), 0, 0);
+    ao_stat_device(0, 0, (int64_t)(N * 200 * MiB));
+    ao_auto_step();
+    cr_assert_eq(ao_auto.model_slack, 300 * MiB);
+    cr_assert_eq(ao_auto_plan_budget(), 1 * GiB - 300 * MiB);
+    cr_assert_geq(ao_auto.plan.count, count, "a plan held lower moves no fewer layers");
+    // Once seen, kept: a step that allocates as predicted lowers nothing.
+    uint64_t slack = ao_auto.model_slack;
+    ao_stat_device(-(int64_t)(predicted + 300 * MiB), 0, -(int64_t)(N * 200 * MiB));
+    ao_stat_step_reset();
+    measured_step(200 * MiB, 5000000, 50);
+    ao_auto_step();
+    cr_assert_eq(ao_auto.model_slack, slack);
+}
+
 Test(auto_step, a_step_that_fits_offloads_nothing)
 {
     fresh_auto();
