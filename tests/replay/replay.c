@@ -30,6 +30,7 @@
 #include <simgpu.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -943,6 +944,44 @@ static size_t map_upper(uint64_t a) // first entry with rec > a
     return lo;
 }
 
+// --steps beyond the trace's: its last step again. A step hands objects
+// to the next (the loss a training loop reads after the step's end, buffers
+// the next step frees): the last step frees and reads, at their recorded
+// addresses, objects the step before it made, and leaves its own to the
+// step after. Replayed again, those references mean the objects the last
+// step itself left in its replay before: the j-th object it is handed (made
+// before it, freed in it) is the one of the same size it leaves made at the
+// same place in its step (made in it, not freed in it). As each replay
+// again begins, each such object left is taken out of the address map and
+// bound to the address it is handed at (its own address may be allocated
+// again meanwhile, as it was in the trace); references there, until the
+// step frees it, mean it. Without this, the step read and freed memory of
+// its replay before that was already gone (the H200's Llama, --steps 9 of
+// 8: a fault reading the step before's loss).
+typedef struct carry_s {
+    uint64_t in, n, out;  // the recorded objects: handed in, and left out
+    size_t free_at;       // the record freeing the one handed in
+    struct inst_s *bound; // this replay's: the object left by the one before
+} carry_t;
+
+static carry_t *carry;
+static size_t ncarry, capcarry;
+static bool carry_on;  // the last step is being replayed again
+static size_t cur_rec; // the record being issued
+
+// The object a recorded address handed in means now, and the offset in it;
+// NULL when none (the address means what the map says).
+static struct inst_s *carried(uint64_t a, uint64_t *off)
+{
+    if (!carry_on) return NULL;
+    for (size_t i = 0; i < ncarry; i++)
+        if (carry[i].bound && a - carry[i].in < carry[i].n && cur_rec <= carry[i].free_at) {
+            *off = a - carry[i].in;
+            return carry[i].bound;
+        }
+    return NULL;
+}
+
 static inst_t *map_find(uint64_t a)
 {
     size_t i = map_upper(a);
@@ -997,6 +1036,9 @@ static void map_insert(inst_t *x)
 
 static inst_t *map_live_at(uint64_t a) // a live allocation starting exactly at a
 {
+    uint64_t off = 0;
+    inst_t *c = carried(a, &off);
+    if (c) return !off && c->live ? c : NULL;
     size_t i = map_upper(a);
     if (i == 0) return NULL;
     inst_t *x = map[i - 1];
@@ -1023,9 +1065,13 @@ typedef struct span_s {
 // trace made.
 static bool span_of(uint64_t addr, uint64_t len, span_t *out)
 {
-    inst_t *x = map_find(addr);
-    if (!x) return false;
-    uint64_t o = addr - x->rec;
+    uint64_t o = 0;
+    inst_t *x = carried(addr, &o);
+    if (!x) {
+        x = map_find(addr);
+        if (!x) return false;
+        o = addr - x->rec;
+    }
     uint64_t start = scaled(o), end;
     if (len == LEN_UNKNOWN || o + len > x->rec_size)
         end = x->rep_size;
@@ -1341,9 +1387,14 @@ static uint64_t dur_of(const rec_t *r)
     uint64_t bytes = 0;
     for (uint32_t i = 0; i < r->nptr; i++) {
         const ptr_t *p = &ptrs[r->ptr0 + i];
-        inst_t *x = map_find(p->addr);
-        if (!x) continue;
-        uint64_t rest = x->rec + x->rec_size - p->addr;
+        uint64_t o = 0;
+        inst_t *x = carried(p->addr, &o);
+        if (!x) {
+            x = map_find(p->addr);
+            if (!x) continue;
+            o = p->addr - x->rec;
+        }
+        uint64_t rest = x->rec_size - o;
         bytes += p->len == LEN_UNKNOWN || p->len > rest ? rest : p->len;
     }
     return 3000 + bytes / 2000;
@@ -1937,6 +1988,7 @@ static void issue(size_t i)
 {
     const rec_t *r = &recs[i];
     cur_line = r->line;
+    cur_rec = i;
     switch (r->kind) {
     case K_STREAM: {
         stream_slot(r->id);
@@ -2301,6 +2353,68 @@ static void say_notes(void)
             M.peak_in_use_step, M.peak_in_use_phase >= 0 ? phases[M.peak_in_use_phase] : none);
 }
 
+// As a replay again begins: each object the last replay left, out of the
+// map, bound to the address it is handed at.
+static void carry_bind(void)
+{
+    for (size_t i = 0; i < ncarry; i++) {
+        carry[i].bound = NULL;
+        size_t k = map_upper(carry[i].out);
+        if (k == 0) continue;
+        inst_t *x = map[k - 1];
+        if (x->rec != carry[i].out || !x->live || x->mapped) continue;
+        map_remove_at(k - 1);
+        carry[i].bound = x;
+    }
+}
+
+// The objects the records [from, to) are handed by the records before
+// `prev` .. from, and those they leave, paired (carried(), above).
+static void plan_carry(size_t prev, size_t from, size_t to)
+{
+    typedef struct life_s {
+        size_t at, free_at; // free_at SIZE_MAX: never freed
+        uint64_t a, n;
+    } life_t;
+    life_t *lives = NULL;
+    size_t nl = 0, capl = 0;
+    for (size_t i = 0; i < to; i++) {
+        const rec_t *r = &recs[i];
+        if (r->kind == K_ALLOC && r->op != A_CU_MEM_CREATE) {
+            lives = grow(lives, &capl, nl + 1, sizeof *lives);
+            lives[nl++] = (life_t){i, SIZE_MAX, r->a, r->b};
+        } else if (r->kind == K_FREE && r->op != A_CU_MEM_RELEASE) {
+            for (size_t k = nl; k-- > 0;) // the latest live one there
+                if (lives[k].a == r->a && lives[k].free_at == SIZE_MAX) {
+                    lives[k].free_at = i;
+                    break;
+                }
+        }
+    }
+    bool *used = calloc(nl ? nl : 1, sizeof *used);
+    if (!used) abort();
+    for (size_t k = 0; k < nl; k++) {
+        const life_t *in = &lives[k];
+        if (in->at < prev || in->at >= from || in->free_at < from || in->free_at >= to) continue;
+        // The one of its size made at the same place in its step (the
+        // steps repeat: the loss is made near the end of each forward).
+        double place = (double)(in->at - prev) / (double)(from - prev), best_d = 2;
+        size_t best = SIZE_MAX;
+        for (size_t m = 0; m < nl; m++) {
+            const life_t *out = &lives[m];
+            if (used[m] || out->at < from || out->free_at < to || out->n != in->n) continue;
+            double d = fabs((double)(out->at - from) / (double)(to - from) - place);
+            if (d < best_d) best_d = d, best = m;
+        }
+        if (best == SIZE_MAX) continue;
+        used[best] = true;
+        carry = grow(carry, &capcarry, ncarry + 1, sizeof *carry);
+        carry[ncarry++] = (carry_t){in->a, in->n, lives[best].a, in->free_at, NULL};
+    }
+    free(used);
+    free(lives);
+}
+
 int main(int argc, char **argv)
 {
     parse_args(argc, argv);
@@ -2323,10 +2437,17 @@ int main(int argc, char **argv)
     ck_rt(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     sample();
     uint64_t t0 = elapsed();
+    if (trace_steps && steps > trace_steps)
+        plan_carry(
+            trace_steps >= 2 ? (trace_steps >= 3 ? step_ends[trace_steps - 3] + 1 : setup_end) : 0,
+            trace_steps >= 2 ? step_ends[trace_steps - 2] + 1 : setup_end,
+            step_ends[trace_steps - 1] + 1);
     for (int i = 1; i <= steps; i++) {
         cur_step = i;
         bwd_seen = false;
         int k = trace_steps ? (i < trace_steps ? i : trace_steps) : 1;
+        carry_on = trace_steps && i > trace_steps;
+        if (carry_on) carry_bind();
         size_t from = k == 1 ? setup_end : step_ends[k - 2] + 1;
         size_t to = trace_steps ? step_ends[k - 1] + 1 : trace_end;
         issue_range(from, to);
@@ -2344,6 +2465,9 @@ int main(int argc, char **argv)
         M.steps = i;
     }
     cur_step = 0;
+    carry_on = false;
+    // The tail frees what the last step left: after a step replayed again,
+    // the objects it left are those of that replay, at the same addresses.
     if (trace_steps) issue_range(step_ends[trace_steps - 1] + 1, trace_end);
     ck_rt(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     sample();

@@ -437,6 +437,16 @@ def group_gpu():
         base = fig
         ok_clean(fig, f"{name} without aoshim")
         expect(rc == 0 and fig["steps"] == len(runs["base"]["losses"]), f"{name}: exit {rc}, {fig}")
+        # Two steps more than the trace has: its last step again, with what
+        # one step hands the next (the loss read after the step's end) bound
+        # across (replay.c: carried); the steps again are the last one's.
+        n = fig["steps"]
+        rc, more, err = run(tr, *link, "--steps", str(n + 2), env=ctx)
+        ok_clean(more, f"{name} --steps {n + 2}")
+        m = re.search(r"peak_in_use_bytes of each step:((?: \d+)+)", err)
+        each = [int(v) for v in m.group(1).split()] if m else []
+        expect(more["steps"] == n + 2 and len(each) == n + 2 and each[-1] == each[-2] == each[n - 1],
+               f"{name} --steps {n + 2}: {more}, each step {each}")
         if need:  # aoshim's count of the step on the GPU, under auto
             near(fig, "peak_device_bytes", need, 0.005, "live bytes at the peak (GiB)")
         near(fig, "peak_in_use_bytes", used("base"), 0.05, "in use by the driver's count (GiB)")
