@@ -828,7 +828,12 @@ int ao_engine_backward_end(int layer)
         return ao_engine_leave(AOSHIM_ESTATE);
     }
     ao_eng.bwd_open[ao_eng.mb] = 0;
-    __atomic_store_n(&ao_stat_where_now, layer == 0 ? AO_WHERE_AFTER : AO_WHERE_BACKWARD,
+    // After the backward once no microbatch has a layer left to go back
+    // through (with microbatches, another's forward or backward may follow).
+    bool after = true;
+    for (int i = 0; i < AO_MAX_MB && after; i++)
+        after = ao_eng.live[i] == 0 && !ao_eng.bwd_open[i];
+    __atomic_store_n(&ao_stat_where_now, after ? AO_WHERE_AFTER : AO_WHERE_BACKWARD,
                      __ATOMIC_RELAXED);
     ao_auto_pool_sample();
     if (layer == 0) measuring_yields();
