@@ -117,7 +117,7 @@ void ao_free_event(ao_chunk_t *c, CUstream s)
             return;
         }
     if (c->nfree_ev == AO_MAX_FREE_EVENTS) { // more streams than slots: wait for the oldest
-        ao_real.cuEventSynchronize(c->free_ev[0]);
+        ao_ev_wait(c->free_ev[0]);
         ao_event_put(c->free_ev[0], false);
         c->nfree_ev--;
         memmove(c->free_ev, c->free_ev + 1, (size_t)c->nfree_ev * sizeof *c->free_ev);
@@ -204,7 +204,7 @@ static bool evict_prefetched(void)
             }
             // The copy back must be done before the memory goes; nothing else
             // used the chunk since (a use would have ended its prefetch).
-            if (s->ev_reloaded) ao_real.cuEventSynchronize(s->ev_reloaded);
+            if (s->ev_reloaded) ao_ev_wait(s->ev_reloaded);
             ao_vmm_mark(c->base, c->size, AO_GS_AWAY, c);
             ao_scan_quiesce();
             if (!ao_chunk_unmap(c)) { // still mapped: it stays as it was

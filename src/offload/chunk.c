@@ -111,7 +111,7 @@ static void idle_ordered(ao_idle_t *i)
 {
     if (i->unordered) sync_streams();
     for (int k = 0; k < i->nev; k++) {
-        ao_real.cuEventSynchronize(i->ev[k]);
+        ao_ev_wait(i->ev[k]);
         ao_event_put(i->ev[k], false);
     }
     i->nev = 0;
@@ -349,7 +349,7 @@ void ao_chunk_retire(ao_chunk_t *c)
         // blocking this one caller is the honest fallback.
         for (int i = 0; i < ao_eng.nstreams; i++) {
             CUevent e = ao_ev_record(ao_eng.streams[i], false);
-            if (e) ao_real.cuEventSynchronize(e), ao_event_put(e, false);
+            if (e) ao_ev_wait(e), ao_event_put(e, false);
         }
         ao_real.cuStreamSynchronize(ao_eng.d2h);
         ao_real.cuStreamSynchronize(ao_eng.h2d);

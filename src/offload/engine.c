@@ -359,8 +359,8 @@ static void release_due(int mb, const ao_scope_t *at)
 void ao_release_sync(const ao_scope_t *s)
 {
     if (s->state != AO_OFFLOADING || !s->release_recorded) return;
-    if (s->ev_copied) ao_real.cuEventSynchronize(s->ev_copied);
-    if (s->ev_release) ao_real.cuEventSynchronize(s->ev_release);
+    if (s->ev_copied) ao_ev_wait(s->ev_copied);
+    if (s->ev_release) ao_ev_wait(s->ev_release);
 }
 
 // A layer_begin in the first step: copies whose release point has passed go.

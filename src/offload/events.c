@@ -67,6 +67,17 @@ void ao_ev_rerecord(CUevent e, CUstream s)
     if (r != CUDA_SUCCESS && (r = ao_real.cuEventRecord(e, s)) != CUDA_SUCCESS) record_failed(s, r);
 }
 
+// The host waits for e. Where the driver refuses (an error of its own, such
+// as the fault matrix injects), the host waits for the whole device instead:
+// an unmap or reuse that trusted the failed wait raced the work e stood for
+// (stress_threads, cuEventSynchronize failing: a program's copy into a layer
+// on one thread against its release on another).
+void ao_ev_wait(CUevent e)
+{
+    if (!e || ao_real.cuEventSynchronize(e) == CUDA_SUCCESS) return;
+    if (ao_real.cuCtxSynchronize) ao_real.cuCtxSynchronize();
+}
+
 // Stream s waits on the GPU for e; if the driver refuses, the host waits for
 // e before anything more is enqueued on s.
 void ao_gpu_wait(CUstream s, CUevent e)
@@ -76,7 +87,7 @@ void ao_gpu_wait(CUstream s, CUevent e)
     if (!ao_cuda_gone_at_exit(r))
         WARN_ONCE("cuStreamWaitEvent failed (CUDA error %d): the host waits for the event instead",
                   (int)r);
-    ao_real.cuEventSynchronize(e);
+    ao_ev_wait(e);
 }
 
 // A layer's copies back: stream s waits for them on the GPU. Where no event
@@ -108,7 +119,7 @@ bool ao_ev_done(CUevent e)
     if (!ao_cuda_gone_at_exit(r))
         WARN_ONCE("cuEventQuery failed (CUDA error %d): the host waits for the event instead",
                   (int)r);
-    ao_real.cuEventSynchronize(e);
+    ao_ev_wait(e);
     return true;
 }
 
@@ -351,13 +362,13 @@ bool ao_wait_one_release(void)
     for (ao_deferred_t *d = ao_eng.deferred; d; d = d->next)
         if (d->chunk && d->chunk->mapped) oldest = d;
     if (scope) {
-        ao_real.cuEventSynchronize(scope->ev_copied);
-        ao_real.cuEventSynchronize(scope->ev_release);
+        ao_ev_wait(scope->ev_copied);
+        ao_ev_wait(scope->ev_release);
     } else if (oldest) {
         for (int i = 0; i < oldest->nev; i++)
-            if (oldest->ev[i]) ao_real.cuEventSynchronize(oldest->ev[i]);
+            if (oldest->ev[i]) ao_ev_wait(oldest->ev[i]);
         for (int i = 0; i < oldest->chunk->nfree_ev; i++)
-            ao_real.cuEventSynchronize(oldest->chunk->free_ev[i]);
+            ao_ev_wait(oldest->chunk->free_ev[i]);
     } else {
         return false;
     }
@@ -370,14 +381,14 @@ void ao_drain_locked(void)
 {
     for (ao_deferred_t *d = ao_eng.deferred; d; d = d->next) {
         for (int i = 0; i < d->nev; i++)
-            if (d->ev[i]) ao_real.cuEventSynchronize(d->ev[i]);
+            if (d->ev[i]) ao_ev_wait(d->ev[i]);
         for (int i = 0; d->chunk && i < d->chunk->nfree_ev; i++)
-            ao_real.cuEventSynchronize(d->chunk->free_ev[i]);
+            ao_ev_wait(d->chunk->free_ev[i]);
     }
     for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
         if (s->state == AO_OFFLOADING && s->release_recorded) {
-            ao_real.cuEventSynchronize(s->ev_copied);
-            ao_real.cuEventSynchronize(s->ev_release);
+            ao_ev_wait(s->ev_copied);
+            ao_ev_wait(s->ev_release);
         }
     ao_poll_locked();
 }

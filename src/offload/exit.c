@@ -152,7 +152,7 @@ void ao_engine_flush(void)
     if (!lock_at_exit()) return; // the report goes without the last intervals rather than hang
     if (ao_eng.ready) {
         for (int i = 0; i < ao_eng.ntimed; i++)
-            if (ao_eng.timed[i].ev1) ao_real.cuEventSynchronize(ao_eng.timed[i].ev1);
+            if (ao_eng.timed[i].ev1) ao_ev_wait(ao_eng.timed[i].ev1);
         ao_poll_locked();
         ao_timed_read();
     }

@@ -327,6 +327,7 @@ void ao_sched_update(void);
 // --- events.c --------------------------------------------------------------------------------
 CUstream ao_current_stream(void);
 bool ao_ev_done(CUevent e);
+void ao_ev_wait(CUevent e);
 void ao_drain_locked(void);
 CUevent ao_event_get(bool timing);
 void ao_event_put(CUevent e, bool timing);

@@ -83,7 +83,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *s
     }
     if (c->state == AO_RELOADING) {
         if (capturing) {
-            ao_real.cuEventSynchronize(sc->ev_reloaded);
+            ao_ev_wait(sc->ev_reloaded);
             ao_poll_locked();
         } else if (c->safe_stream != s) {
             ao_wait_reload(s, sc);
