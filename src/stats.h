@@ -80,6 +80,8 @@ extern void (*ao_stat_on_high)(void);
 // on the device: passed through and tracked with device memory), and the
 // reset of both, to the current values.
 uint64_t ao_stat_step_peak_without(void);
+uint64_t ao_stat_step_peak_with(void);
+void ao_stat_step_reset(void);
 // Where in the step the program is (the engine sets it at each boundary),
 // and where this step's peak without offloading came: AO_WHERE_FORWARD + L
 // in the forward, from layer L's begin on (until the next layer's), the
@@ -97,7 +99,5 @@ extern int ao_stat_where_now;
 int ao_stat_step_peak_where(void);
 // "the optimizer (after the backward)", "the forward of layer 3", ...
 void ao_stat_where_text(int where, char *out, unsigned n);
-uint64_t ao_stat_step_peak_with(void);
-void ao_stat_step_reset(void);
 
 #endif // AO_STATS_H

@@ -251,8 +251,7 @@ bool ao_engine_trim(void)
     }
     ao_drain_locked();
     bool evicted = evict_prefetched();
-    ao_idle_unmap(SIZE_MAX);
-    size_t n = ao_phys_trim() + evicted;
+    size_t n = ao_idle_give_back() + evicted;
     pthread_mutex_unlock(&ao_eng.mu);
     if (n) ao_stat_add(AO_STAT_OOM_RETRIES, 1);
     return n > 0;

@@ -239,9 +239,9 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     // optimizer's, or before the forward) is not lowered by any layer
     // moved: moving them would cost the link and save nothing. The plan's
     // model knows the layers, not where the step peaked: this does.
-    if (in->peak_without > in->budget &&
-        (ao_auto.peak_where == AO_WHERE_AFTER || ao_auto.peak_where == AO_WHERE_OUTSIDE))
-        ao_plan_predict(in, 0, p.prefetch, &p);
+    bool unmovable = in->peak_without > in->budget && (ao_auto.peak_where == AO_WHERE_AFTER ||
+                                                       ao_auto.peak_where == AO_WHERE_OUTSIDE);
+    if (unmovable) ao_plan_predict(in, 0, p.prefetch, &p);
     bool changed = !ao_auto.planned || p.count != ao_auto.plan.count ||
                    p.prefetch != ao_auto.plan.prefetch || p.part != ao_auto.plan.part;
     // A new set of layers: the pool of physical memory keeps no more than
@@ -282,12 +282,8 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     }
     char need[32], peak[32], budget[32], line[640], slack[128] = "", where[48], miss[192] = "";
     fmt_bytes(need, sizeof need, in->peak_without);
-    // Where the measured step's peak came: offloading lowers a peak in the
-    // forward or the backward; one after the backward (the optimizer's) or
-    // before the forward has no layer's activations alive to move.
     ao_stat_where_text(ao_auto.peak_where, where, sizeof where);
-    bool unmovable = ao_auto.peak_where == AO_WHERE_AFTER || ao_auto.peak_where == AO_WHERE_OUTSIDE;
-    if (unmovable && in->peak_without > in->budget) {
+    if (unmovable) {
         char by[32];
         fmt_bytes(by, sizeof by, in->peak_without - in->budget);
         snprintf(
@@ -487,8 +483,7 @@ static void plan_reshape(int layer, uint64_t saved, uint64_t was, uint64_t held,
         fmt_bytes(was_b, sizeof was_b, was);
         snprintf(ao_auto.shape_why, sizeof ao_auto.shape_why,
                  "re-planned: layer %d saves %s, was %s (shapes changed)", layer, now_b, was_b);
-        ao_idle_unmap(SIZE_MAX);
-        ao_phys_trim();
+        ao_idle_give_back();
     }
     ao_auto.why = ao_auto.shape_why;
     ao_auto.reshaped = true;
@@ -537,8 +532,7 @@ void ao_auto_trim_to_learned(void)
     size_t n = (size_t)ao_eng.nlayers * (size_t)(ao_auto.mbs > 0 ? ao_auto.mbs : 1), k = 0;
     size_t *keep = n ? malloc(n * sizeof *keep) : NULL;
     if (!keep) {
-        ao_idle_unmap(SIZE_MAX);
-        ao_phys_trim();
+        ao_idle_give_back();
         return;
     }
     for (int l = 0; l < ao_eng.nlayers; l++)

@@ -177,6 +177,12 @@ bool ao_idle_unmap(size_t need)
     return idle_unmap_for(need, SIZE_MAX);
 }
 
+size_t ao_idle_give_back(void)
+{
+    ao_idle_unmap(SIZE_MAX);
+    return ao_phys_trim();
+}
+
 CUresult ao_chunk_map(ao_chunk_t *c)
 {
     // A forward layer whose host waits here (for a release, for new physical
@@ -347,12 +353,7 @@ void ao_chunk_retire(ao_chunk_t *c)
     if (!d) {
         // No memory to defer: wait for the whole device. Rare enough that
         // blocking this one caller is the honest fallback.
-        for (int i = 0; i < ao_eng.nstreams; i++) {
-            CUevent e = ao_ev_record(ao_eng.streams[i], false);
-            if (e) ao_ev_wait(e), ao_event_put(e, false);
-        }
-        ao_real.cuStreamSynchronize(ao_eng.d2h);
-        ao_real.cuStreamSynchronize(ao_eng.h2d);
+        sync_streams();
         ao_chunk_release(c, NULL, 0);
         return;
     }

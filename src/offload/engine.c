@@ -208,8 +208,7 @@ static void measuring_catch_up(const ao_scope_t *now)
     if (!any && ao_device_in_use() < ao_sched_now.min_held) return;
     ao_auto.caught_up = true;
     ao_drain_locked();
-    ao_idle_unmap(SIZE_MAX);
-    ao_phys_trim();
+    ao_idle_give_back();
 }
 
 // The measuring step keeps its layers' memory in aoshim's handles through
@@ -233,8 +232,7 @@ static void measuring_yields(void)
     if (ao_eng.manual || !ao_auto.on || ao_eng.steps != 0 || ao_auto.yielded || budget_given())
         return;
     ao_drain_locked();
-    ao_idle_unmap(SIZE_MAX);
-    ao_phys_trim();
+    ao_idle_give_back();
     ao_auto.yielded = true;
 }
 
@@ -617,7 +615,7 @@ int ao_engine_layer_begin(int layer)
     if (ao_eng.mb > ao_auto.max_mb) ao_auto.max_mb = ao_eng.mb;
     __atomic_store_n(&ao_stat_where_now, AO_WHERE_FORWARD + layer, __ATOMIC_RELAXED);
     ao_auto_op_record(layer, ao_eng.mb, false);
-    ao_auto_pool_sample();         // the program's pool, at each boundary (auto)
+    ao_auto_pool_sample();         // the device for the report; the program's pool (auto)
     if (!ao_auto.live_start_set) { // what the program held as its first step began
         ao_auto.live_start = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
         ao_auto.live_start_set = true;
@@ -650,10 +648,8 @@ int ao_engine_layer_begin(int layer)
     if (!ao_sched_now.name) ao_sched_update(); // a layer before the program's first CUDA call
     s->passthrough = !ao_eng.manual && ao_offloads_nothing();
     if (s->passthrough && ao_auto.on) s->pt0 = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
-    if (s->passthrough && (ao_idle_mapped || ao_phys_idle())) { // the tracked scopes' left over
-        ao_idle_unmap(SIZE_MAX);
-        ao_phys_trim();
-    }
+    if (s->passthrough && (ao_idle_mapped || ao_phys_idle())) // the tracked scopes' left over
+        ao_idle_give_back();
     ao_eng.open = s;
     __atomic_store_n(&ao_engine_open_scope, s, __ATOMIC_RELEASE);
     return ao_engine_leave(0);
@@ -882,8 +878,7 @@ int ao_engine_step_end(void)
     if (ao_eng.ready && (first || (ao_auto.on && ao_auto.plan.count < before)) &&
         ao_offloads_nothing()) {
         ao_drain_locked();
-        ao_idle_unmap(SIZE_MAX);
-        ao_phys_trim();
+        ao_idle_give_back();
         ao_host_trim(); // and the host memory its copies pinned
     } else if (ao_eng.ready && ao_auto.reshaped) {
         ao_drain_locked();

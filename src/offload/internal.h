@@ -353,6 +353,9 @@ bool ao_free_events_done(ao_chunk_t *c);
 extern ao_idle_t *ao_idle_mapped; // newest first
 extern size_t ao_idle_mapped_bytes;
 bool ao_idle_unmap(size_t need);
+// Every kept mapping unmapped and every idle handle released: aoshim's idle
+// device memory goes to the driver. Returns the bytes released.
+size_t ao_idle_give_back(void);
 void ao_wait_reload(CUstream s, const ao_scope_t *sc);
 void ao_learn_free(ao_learn_t *l);
 bool ao_learn_push(ao_learn_t *l, uint64_t size, uint8_t flags);

@@ -7,7 +7,6 @@
 
 #include "cuda/guard.h"
 #include "cuda/real.h"
-#include "config.h"
 #include "log.h"
 
 // --- the cache: lock-free lookups, insertions under a mutex -------------------------------
@@ -141,11 +140,9 @@ const ao_layout_t *ao_layout(const void *fn, int kind)
 }
 
 // --- leftover words (scan.h) --------------------------------------------------------------------
-void ao_leftover_note(const ao_layout_t *L, uint32_t i)
+void ao_leftover_mark(const ao_layout_t *L, uint32_t i)
 {
     uint64_t bit = 1ull << (i & 63);
-    if (!ao_config.skip_leftovers || __atomic_load_n(&L->leftover[i >> 6], __ATOMIC_RELAXED) & bit)
-        return;
     if (!(__atomic_fetch_or(&L->leftover[i >> 6], bit, __ATOMIC_RELAXED) & bit))
         ao_stat_add(AO_STAT_LEFTOVER_PLACES, 1);
 }

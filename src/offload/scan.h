@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "config.h"
 #include "mem/vmm.h"
 #include "offload/engine.h"
 #include "offload/fence.h"
@@ -86,6 +87,7 @@ static inline void ao_scan_slow(uint64_t w, CUstream s, const char *what, bool *
 // (a pointer at a place that held freed memory's address in another
 // launch), touching offloaded memory, would fault on the GPU (the memory
 // is unmapped), not read wrong bytes.
+
 // Whether w could be an address a kernel reads: not below the lowest page a
 // process can map (Linux's mmap_min_addr, 64 KiB by default; the words of
 // value 0, a NULL pointer or a zero size, are not leftovers) and not above
@@ -100,7 +102,13 @@ static inline bool ao_is_leftover(const ao_layout_t *L, uint32_t i)
 {
     return __atomic_load_n(&L->leftover[i >> 6], __ATOMIC_RELAXED) >> (i & 63) & 1;
 }
-void ao_leftover_note(const ao_layout_t *L, uint32_t i);
+void ao_leftover_mark(const ao_layout_t *L, uint32_t i);
+// Place i of L holds a leftover. Inline, for the words of every launch that
+// are sizes and strides: a place known already costs a load and a test.
+static inline void ao_leftover_note(const ao_layout_t *L, uint32_t i)
+{
+    if (ao_config.skip_leftovers && !ao_is_leftover(L, i)) ao_leftover_mark(L, i);
+}
 
 // --- the lock-free reads, and why they suffice ------------------------------------------
 // The caller has loaded ao_vmm.size with acquire and found it nonzero (every

@@ -504,7 +504,7 @@ void ao_report_html(int fd)
         "</p>\n<p class=\"big\">device memory in use at peak <b>%s</b> (the driver's "
         "count); without offloading %s (%s); %s %s</p>\n",
         ao_fmt_bytes(d, sizeof d, dev), ao_fmt_bytes(dw, sizeof dw, dev_without),
-        ao_stat_get(AO_STAT_LAYERS_OFFLOADED) ? "modelled" : "measured",
+        ao_device_without_measured() ? "measured" : "modelled",
         dev > dev_without ? "MORE by" : "saved",
         ao_fmt_bytes(ds, sizeof ds, dev > dev_without ? dev - dev_without : dev_without - dev));
     ao_emit_printf(&e,

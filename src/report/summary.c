@@ -44,6 +44,11 @@ unsigned long long ao_device_peak_without(void)
     return dev ? without + (dev > peak ? dev - peak : 0) : 0;
 }
 
+bool ao_device_without_measured(void)
+{
+    return ao_stat_get(AO_STAT_LAYERS_OFFLOADED) == 0;
+}
+
 // --- the part the text and the JSON share -------------------------------------------------
 // A value the JSON has and the text leaves out (the text says it in words).
 static void json_only(ao_emitter_t *e, const char *key, ao_emit_val_t v)
@@ -68,7 +73,7 @@ static void emit_summary(ao_emitter_t *e)
     // it is what the program can use. More than without offloading is said
     // here, at the top.
     uint64_t dev = ao_device_peak(), dev_without = ao_device_peak_without();
-    bool measured = ao_stat_get(AO_STAT_LAYERS_OFFLOADED) == 0;
+    bool measured = ao_device_without_measured();
     bool more = dev > dev_without;
     ao_emit_row_begin(e, "device memory in use");
     ao_emit_val(e, NULL, "device_peak_bytes", AO_BYTES(dev));

@@ -2,12 +2,16 @@
 #ifndef AO_SUMMARY_H
 #define AO_SUMMARY_H
 
+#include <stdbool.h>
+
 // Format a byte count with a binary unit ("12.4 GiB") into buf.
 const char *ao_fmt_bytes(char *buf, unsigned long size, unsigned long long bytes);
 // The device's memory in use at its peak as the driver counted it (0: never
 // sampled), and the same without offloading, modelled (see summary.c).
 unsigned long long ao_device_peak(void);
 unsigned long long ao_device_peak_without(void);
+// Whether that is measured (no layer was offloaded) rather than modelled.
+bool ao_device_without_measured(void);
 // The exit summary on fd: counters only, no CUDA call (the driver may be gone).
 void ao_summary_write(int fd);
 

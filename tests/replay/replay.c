@@ -2273,6 +2273,17 @@ static void parse_args(int argc, char **argv)
     }
 }
 
+// "<name> of each step: v1 v2 ..." on stderr (cut at 512 characters).
+static void say_each_step(const char *name, const uint64_t *v, size_t n)
+{
+    if (!n) return;
+    char buf[512];
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 24 < sizeof buf; i++)
+        o += (size_t)snprintf(buf + o, sizeof buf - o, " %" PRIu64, v[i]);
+    fprintf(stderr, PROG ": %s of each step:%s%s\n", name, buf, o + 24 >= sizeof buf ? " ..." : "");
+}
+
 static void say_notes(void)
 {
     if (note.unknown_frees)
@@ -2328,22 +2339,8 @@ static void say_notes(void)
     if (note.undeclared_kernels)
         fprintf(stderr, PROG ": note: %" PRIu64 " launches of kernels without a kernel record\n",
                 note.undeclared_kernels);
-    if (M.nstep_ns) {
-        char buf[512];
-        size_t o = 0;
-        for (size_t i = 0; i < M.nstep_ns && o + 24 < sizeof buf; i++)
-            o += (size_t)snprintf(buf + o, sizeof buf - o, " %" PRIu64, M.step_ns[i]);
-        fprintf(stderr, PROG ": step_ns of each step:%s%s\n", buf,
-                o + 24 >= sizeof buf ? " ..." : "");
-    }
-    if (M.nin_use) {
-        char buf[512];
-        size_t o = 0;
-        for (size_t i = 0; i < M.nin_use && o + 24 < sizeof buf; i++)
-            o += (size_t)snprintf(buf + o, sizeof buf - o, " %" PRIu64, M.in_use_of_step[i]);
-        fprintf(stderr, PROG ": peak_in_use_bytes of each step:%s%s\n", buf,
-                o + 24 >= sizeof buf ? " ..." : "");
-    }
+    say_each_step("step_ns", M.step_ns, M.nstep_ns);
+    say_each_step("peak_in_use_bytes", M.in_use_of_step, M.nin_use);
     const char *none = "(no phase record)";
     fprintf(stderr,
             PROG ": peak_device_bytes at trace line %zu (step %d, phase %s); peak_in_use_bytes at "

@@ -167,8 +167,8 @@ Test(auto_step, what_a_step_leaves_comes_into_the_next_plans_peak)
 // A step run under one plan from its start that allocated more than the
 // plan predicted (what the model does not see: train_step --pytorch's
 // gradients beside aoshim's kept memory) holds the plans after it that much
-// under the budget; a step under a plan made in its middle, or a measuring
-// step, teaches nothing.
+// under the budget, for good; the measuring step, under no plan, teaches
+// nothing.
 Test(auto_step, what_a_plan_missed_is_held_off_the_next_budget)
 {
     fresh_auto();
