@@ -89,8 +89,8 @@ typedef struct ao_layerset_s {
     X(SKIP_LEFTOVERS, skip_leftovers, bool, "1", "a boolean (1/0, true/false, yes/no, on/off)",    \
       "1: a place in a kernel's parameters once found holding the address of freed memory is "     \
       "the host stack's leftovers for that kernel, not a pointer it reads, and is not taken as a " \
-      "touch again (PyTorch's elementwise kernels carry such words); 0: every word may be a "      \
-      "pointer")                                                                                   \
+      "touch of an offloaded layer again (PyTorch's elementwise kernels carry such words); 0: "    \
+      "every word may be a pointer (a program whose own kernels may pass a real pointer there)")   \
     X(CONTROL_LOG, control_log, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
       "write one line per layer-boundary call, '<call> <layer> <microbatch>', to this file, "      \
       "also in a process without a GPU")                                                           \

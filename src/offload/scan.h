@@ -83,10 +83,16 @@ static inline void ao_scan_slow(uint64_t w, CUstream s, const char *what, bool *
 // that kernel's parameters is marked, and from then on that place is not
 // read as a pointer for that kernel (AOSHIM_SKIP_LEFTOVERS=0: always read).
 // The assumption this rests on: a kernel that takes a pointer at some
-// place takes a live one there in every launch. A kernel that broke it
-// (a pointer at a place that held freed memory's address in another
-// launch), touching offloaded memory, would fault on the GPU (the memory
-// is unmapped), not read wrong bytes.
+// place takes a live one there in every launch (PyTorch's elementwise and
+// reduction kernels do: their pointers lead the struct, the leftovers are
+// the unused dimensions). A kernel that broke it (a pointer at a place
+// that held freed memory's address in another launch) while touching a
+// layer copied out or offloaded would fault on the GPU, the memory being
+// unmapped, or, if a reload mapped the layer again before the kernel ran,
+// read bytes not yet back: wrong bytes, without an error. Only words
+// pointing at memory copied out or offloaded are skipped (not memory being
+// reloaded, nor what a capture sees); AOSHIM_SKIP_LEFTOVERS=0 reads every
+// word, for a program with kernels of its own that might break it.
 
 // Whether w could be an address a kernel reads: not below the lowest page a
 // process can map (Linux's mmap_min_addr, 64 KiB by default; the words of
@@ -181,7 +187,11 @@ again:;
             continue;
         }
         if (!capturing && st <= AO_GS_RESIDENT) continue;
-        if (ao_is_leftover(L, i)) {
+        // A leftover is not taken for a touch of memory copied out or
+        // offloaded. Memory being reloaded, and any a capture sees, still
+        // gets its wait or its pin: there a real pointer at such a place
+        // would read bytes not yet back, or lose them to an offload.
+        if (st == AO_GS_AWAY && ao_is_leftover(L, i)) {
             ao_stat_add(AO_STAT_LEFTOVER_SKIPS, 1);
             continue;
         }

@@ -8,6 +8,9 @@
 //   stale:    spare = the scratch buffer, freed (no live buffer there)
 //   leftover: in resident, spare = `a` (offloaded)
 //   pointer:  in = `a` (offloaded), spare = 0
+// then, in a step of its own, `pick` with its `in` place learned (a size
+// passed there once) reading a layer being reloaded, from another stream:
+//   reloading races=<races the simulator saw> ok=<bytes>
 // and a capture of `pick` with spare pointing at the freed scratch buffer.
 // One line per launch: `<what> step=<s> late=<late reloads> ok=<bytes>`.
 // Under AOSHIM_OFFLOAD_LAYERS=1, leftover: late=1 in the first step where
@@ -121,6 +124,58 @@ int main(void)
         launch("stale", step, res, scratch, (float)step);
         launch("pointer", step, a, NULL, (float)step);
         CHECK(cudaFreeAsync(a, stream));
+        aoshim_try_step_end();
+    }
+    // A real pointer at a place learned as leftovers (the program passed a
+    // size there once, with nothing to read): the layer it points
+    // at is being reloaded for the compute stream, and a launch on another
+    // stream still waits for that reload: it reads the bytes brought back,
+    // ordered after their copy (the simulator counts a race otherwise).
+    {
+        float *a, *gone, *t1, *t2;
+        cudaStream_t other;
+        CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+        for (unsigned i = 0; i < N; i++)
+            host[i] = (float)(i % 1000) + 7.0f;
+        aoshim_try_layer_begin(0);
+        CHECK(cudaMallocAsync((void **)&a, N * sizeof(float), stream));
+        CHECK(cudaMemcpyAsync(a, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
+        CHECK(cudaMallocAsync((void **)&gone, N * sizeof(float), stream));
+        CHECK(cudaFreeAsync(gone, stream));
+        aoshim_try_layer_end(0);
+        aoshim_try_layer_begin(1);
+        CHECK(cudaMallocAsync((void **)&t1, N * sizeof(float), stream));
+        aoshim_try_layer_end(1);
+        aoshim_try_layer_begin(2);
+        CHECK(cudaMallocAsync((void **)&t2, N * sizeof(float), stream));
+        aoshim_try_layer_end(2);
+        CHECK(cudaDeviceSynchronize());
+        aoshim_try_set_microbatch(0); // layer 0 is offloaded
+        unsigned zero = 0, n = N;
+        void *none = NULL;
+        float *junk = (float *)(uintptr_t)16; // no pointer can be 16: a leftover
+        void *learn[] = {&junk, &out, &zero, &none};
+        const dim3 one = {1, 1, 1};
+        CHECK(cudaLaunchKernel((const void *)pick, one, one, learn, 0, stream));
+        CHECK(cudaStreamSynchronize(stream));
+        aoshim_try_backward_begin(2);
+        aoshim_try_backward_end(2);
+        aoshim_try_backward_begin(1); // layer 0 comes back, for `stream`
+        sim_stats_t before = {0}, after = {0};
+        CHECK(simrtGetStats(&before));
+        void *args[] = {&a, &out, &n, &none};
+        CHECK(cudaLaunchKernel((const void *)pick, one, one, args, 0, other));
+        CHECK(cudaStreamSynchronize(other));
+        CHECK(simrtGetStats(&after));
+        printf("reloading races=%llu ok=%d\n", (unsigned long long)(after.races - before.races),
+               verify(7.0f));
+        aoshim_try_backward_end(1);
+        aoshim_try_backward_begin(0);
+        aoshim_try_backward_end(0);
+        CHECK(cudaFreeAsync(a, stream));
+        CHECK(cudaFreeAsync(t1, stream));
+        CHECK(cudaFreeAsync(t2, stream));
+        CHECK(cudaStreamSynchronize(stream));
         aoshim_try_step_end();
     }
     // A capture with a word at a place pointing where no chunk is: aoshim
