@@ -42,10 +42,20 @@ void ao_stat_device(int64_t passthrough, int64_t resident, int64_t live)
     }
     uint64_t without = pt + ao_stat_get(AO_STAT_TRACKED_LIVE_BYTES);
     ao_stat_max(AO_STAT_PEAK_WITHOUT_BYTES, without);
+    if (passthrough > 0)
+        ao_stat_max(AO_STAT_PEAK_NEED_BYTES, pt + ao_stat_get(AO_STAT_TRACKED_NEED_BYTES));
     if (step_max(&step_peak_without, without))
         __atomic_store_n(&step_peak_where, __atomic_load_n(&ao_stat_where_now, __ATOMIC_RELAXED),
                          __ATOMIC_RELAXED);
     step_max(&step_peak_with, with);
+}
+
+void ao_stat_need(int64_t bytes)
+{
+    ao_stat_add(AO_STAT_TRACKED_NEED_BYTES, bytes);
+    if (bytes > 0)
+        ao_stat_max(AO_STAT_PEAK_NEED_BYTES, ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) +
+                                                 ao_stat_get(AO_STAT_TRACKED_NEED_BYTES));
 }
 
 uint64_t ao_stat_step_peak_without(void)

@@ -14,8 +14,12 @@
     X(TRACKED_LIVE_BYTES, "tracked bytes, resident or offloaded (live)")                           \
     X(PEAK_DEVICE_BYTES, "peak device memory")                                                     \
     X(PEAK_WITHOUT_BYTES, "peak without offloading")                                               \
+    X(TRACKED_NEED_BYTES, "tracked buffers the program has not freed (live)")                      \
+    X(PEAK_NEED_BYTES, "peak of the program's own allocations, tracked or not")                    \
     X(DEVICE_PEAK_BYTES, "device memory in use at its peak (the driver's count)")                  \
     X(DEVICE_SAMPLES, "samples of the device's memory in use")                                     \
+    X(DEVICE_OTHER_MIN, "least the device held beyond every allocator, plus one (0: not sampled)") \
+    X(POOL_SLACK_BYTES, "most the program's pool held beyond its allocations at its high")         \
     X(TRACKED_BUFFERS, "buffers tracked")                                                          \
     X(OFFLOADED_BYTES, "bytes offloaded (copied out and released)")                                \
     X(RELOADED_BYTES, "bytes reloaded")                                                            \
@@ -71,6 +75,8 @@ static inline void ao_stat_max(ao_stat_t s, uint64_t v)
 }
 // Device-memory gauges change together; the peaks follow them.
 void ao_stat_device(int64_t passthrough, int64_t resident, int64_t live);
+// A tracked buffer the program allocated (+) or freed (-), its bytes.
+void ao_stat_need(int64_t bytes);
 // Called (any thread) when the allocations reach a new high, by 1/256 and
 // 2 MiB at least over the last call's: the engine samples the driver's
 // count there (offload/auto.c). NULL until the engine is ready.

@@ -96,6 +96,7 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
         goto out;
     }
     ao_stat_add(AO_STAT_TRACKED_BUFFERS, 1);
+    ao_stat_need((int64_t)rsize);
     b->site = ao_rec_alloc(s->layer, size);
     *out = b->addr;
     r = CUDA_SUCCESS;
@@ -147,6 +148,7 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
     ao_chunk_t *c = b->chunk;
     ao_scope_t *s = c->scope;
     b->freed = true;
+    ao_stat_need(-(int64_t)b->rsize);
     c->nlive--;
     if (c->mapped) ao_rec_site(b->site, -(int64_t)b->size, 0);
     // The allocation record learns which buffers are temporaries.

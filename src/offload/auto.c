@@ -128,14 +128,39 @@ void ao_device_sampling_on(void)
     __atomic_store_n(&ao_stat_on_high, device_high, __ATOMIC_RELEASE);
 }
 
+// What the device holds beyond every allocator (the context, the
+// libraries' own memory), and the program's pool's slack at its high: with
+// the program's own allocations at their peak, the device without aoshim
+// from the program's side (report/summary.c, ao_device_without_program).
+// Under the engine's lock, which aoshim's idle memory is under.
+static void others_sample(uint64_t in_use, CUmemoryPool p, cuuint64_t reserved, cuuint64_t used)
+{
+    uint64_t known = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) +
+                     ao_stat_get(AO_STAT_TRACKED_RESIDENT_BYTES) + ao_idle_mapped_bytes +
+                     ao_phys_idle() + (reserved > used ? reserved - used : 0);
+    uint64_t other = in_use > known ? in_use - known : 0;
+    uint64_t was = ao_stat_get(AO_STAT_DEVICE_OTHER_MIN);
+    if (!was || other + 1 < was)
+        __atomic_store_n(&ao_stats[AO_STAT_DEVICE_OTHER_MIN], other + 1, __ATOMIC_RELAXED);
+    cuuint64_t rh = 0, uh = 0;
+    if (p &&
+        ao_real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &rh) == CUDA_SUCCESS &&
+        ao_real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &uh) == CUDA_SUCCESS &&
+        rh > uh)
+        ao_stat_max(AO_STAT_POOL_SLACK_BYTES, rh - uh);
+}
+
 void ao_auto_pool_sample(void)
 {
     if (!ao_eng.ready) return;
     uint64_t in_use = device_sample();
+    cuuint64_t reserved = 0, used = 0;
+    CUmemoryPool p = program_pool();
+    bool known = pool_figures(p, &reserved, &used);
+    if (in_use) others_sample(in_use, known ? p : NULL, reserved, used);
     if (!ao_auto.on) return;
     ao_auto_device_note(in_use);
-    cuuint64_t reserved = 0, used = 0;
-    if (pool_figures(program_pool(), &reserved, &used)) ao_auto_pool_note(reserved, used);
+    if (known) ao_auto_pool_note(reserved, used);
 }
 
 // The budget a plan is held to: what the device has left for allocations

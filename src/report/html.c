@@ -507,6 +507,16 @@ void ao_report_html(int fd)
         ao_device_without_measured() ? "measured" : "modelled",
         dev > dev_without ? "MORE by" : "saved",
         ao_fmt_bytes(ds, sizeof ds, dev > dev_without ? dev - dev_without : dev_without - dev));
+    unsigned long long maybe = ao_device_maybe_more();
+    if (maybe) {
+        char m[32], pr[32];
+        ao_emit_printf(&e,
+                       "<p class=\"big\">may have used <b>about %s MORE</b> than without aoshim "
+                       "by the program's side: its own allocations with the device's own memory "
+                       "and the pool's slack come to %s</p>\n",
+                       ao_fmt_bytes(m, sizeof m, maybe),
+                       ao_fmt_bytes(pr, sizeof pr, ao_device_without_program()));
+    }
     ao_emit_printf(&e,
                    "<p>peak allocated <b>%s</b>; without offloading %s "
                    "(saved %s, %.1f%%)</p>\n",

@@ -10,6 +10,10 @@ const char *ao_fmt_bytes(char *buf, unsigned long size, unsigned long long bytes
 // sampled), and the same without offloading, modelled (see summary.c).
 unsigned long long ao_device_peak(void);
 unsigned long long ao_device_peak_without(void);
+// The device without aoshim from the program's side (0: not known; see
+// summary.c), and by how much the peak passed it beyond 3% (0: not).
+unsigned long long ao_device_without_program(void);
+unsigned long long ao_device_maybe_more(void);
 // Whether that is measured (no layer was offloaded) rather than modelled.
 bool ao_device_without_measured(void);
 // The exit summary on fd: counters only, no CUDA call (the driver may be gone).
