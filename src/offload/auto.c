@@ -150,7 +150,7 @@ static void others_sample(uint64_t in_use, CUmemoryPool p, cuuint64_t reserved, 
         ao_stat_max(AO_STAT_POOL_SLACK_BYTES, rh - uh);
 }
 
-void ao_auto_pool_sample(void)
+void ao_boundary_sample(void)
 {
     if (!ao_eng.ready) return;
     uint64_t in_use = device_sample();

@@ -375,7 +375,7 @@ uint64_t ao_auto_budget_of(const ao_share_t *b, uint64_t free_b, uint64_t total,
 void ao_auto_check_shapes(const ao_scope_t *s);
 // At each boundary: the device's memory for the report (every policy),
 // and the program's pool for the plan (auto).
-void ao_auto_pool_sample(void);
+void ao_boundary_sample(void);
 void ao_device_sampling_on(void);
 void ao_auto_pool_note(uint64_t reserved, uint64_t used);
 void ao_auto_device_note(uint64_t in_use);

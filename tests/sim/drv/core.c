@@ -99,7 +99,8 @@ void sim_cfg_die(const char *var, const char *val, const char *accepted)
     _exit(2);
 }
 
-static uint64_t cfg_size(const char *var, uint64_t dflt)
+// zero: 0 is a size this variable may take (a context that holds nothing).
+static uint64_t cfg_size(const char *var, uint64_t dflt, bool zero)
 {
     const char *v = getenv(var);
     if (!v || !*v) return dflt;
@@ -108,7 +109,8 @@ static uint64_t cfg_size(const char *var, uint64_t dflt)
     errno = 0;
     char *end;
     double x = strtod(v, &end);
-    if (end == v || errno || !(x > 0) || !isfinite(x)) sim_cfg_die(var, v, accepted);
+    if (end == v || errno || !(x > 0 || (zero && x == 0)) || !isfinite(x))
+        sim_cfg_die(var, v, accepted);
     double mul = 1;
     switch (*end) {
     case 'k':
@@ -140,7 +142,7 @@ static uint64_t cfg_size(const char *var, uint64_t dflt)
         end++;
     if (*end) sim_cfg_die(var, v, accepted);
     double bytes = x * mul;
-    if (bytes < 1 || bytes > 1.8e19) sim_cfg_die(var, v, accepted);
+    if ((bytes < 1 && !(zero && bytes == 0)) || bytes > 1.8e19) sim_cfg_die(var, v, accepted);
     return (uint64_t)bytes;
 }
 
@@ -206,13 +208,13 @@ static void cfg_load(void)
     } else {
         sim_cfg_die("SIM_PROFILE", prof, "h100 or a100");
     }
-    c.capacity = cfg_size("SIM_CAPACITY", 80ull << 30);
+    c.capacity = cfg_size("SIM_CAPACITY", 80ull << 30, false);
     // A real context holds device memory of its own from its creation
     // (code, stacks, the driver's heaps): total less free was 0.70 GiB on
     // an H200 after PyTorch's first tensor, before the model. Not modelled
     // unless asked (every test's figures assume 0); the replay of a trace
     // recorded on a GPU sets it to what that GPU had in use before the model.
-    c.context_bytes = cfg_size("SIM_CONTEXT_BYTES", 0);
+    c.context_bytes = cfg_size("SIM_CONTEXT_BYTES", 0, true);
     if (c.context_bytes > c.capacity) sim_cfg_die("SIM_CONTEXT_BYTES", getenv("SIM_CONTEXT_BYTES"), "at most SIM_CAPACITY");
     c.d2h_gbps = cfg_double("SIM_D2H_GBPS", c.d2h_gbps);
     c.h2d_gbps = cfg_double("SIM_H2D_GBPS", c.h2d_gbps);

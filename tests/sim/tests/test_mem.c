@@ -141,6 +141,21 @@ Test(mem, the_context_holds_memory_of_its_own, .init = setup_context)
     cr_assert_eq(fr, 768 * MiB, "the context's memory stays");
 }
 
+// 0 is a context that holds nothing, as unset: a replay may pass it
+// through (it was refused as "a size in bytes").
+static void setup_no_context(void)
+{
+    setenv("SIM_CONTEXT_BYTES", "0", 1);
+    setup();
+}
+
+Test(mem, a_context_of_zero_bytes_holds_nothing, .init = setup_no_context)
+{
+    size_t fr, tot;
+    cr_assert_eq(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    cr_assert_eq(fr, tot, "a context of 0 bytes holds none of the device");
+}
+
 Test(mem, peak_current_and_reset, .init = setup)
 {
     CUdeviceptr p[3];
