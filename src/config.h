@@ -91,6 +91,13 @@ typedef struct ao_layerset_s {
       "the host stack's leftovers for that kernel, not a pointer it reads, and is not taken as a " \
       "touch of an offloaded layer again (PyTorch's elementwise kernels carry such words); 0: "    \
       "every word may be a pointer (a program whose own kernels may pass a real pointer there)")   \
+    X(SERVE, serve, bool, "0", "a boolean (1/0, true/false, yes/no, on/off)",                      \
+      "1: while layers are offloaded, the program's own stream-ordered allocations "               \
+      "(cudaMallocAsync "                                                                          \
+      "from the default pool: gradients, optimizer state, temporaries) come from aoshim's memory " \
+      "too, one pool for both, as the program's pool alone would be without aoshim; 0: they go "   \
+      "to "                                                                                        \
+      "the program's pool beside aoshim's")                                                        \
     X(CONTROL_LOG, control_log, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
       "write one line per layer-boundary call, '<call> <layer> <microbatch>', to this file, "      \
       "also in a process without a GPU")                                                           \

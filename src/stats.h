@@ -21,6 +21,9 @@
     X(DEVICE_OTHER_MIN, "least the device held beyond every allocator, plus one (0: not sampled)") \
     X(POOL_SLACK_BYTES, "most the program's pool held beyond its allocations at its high")         \
     X(TRACKED_BUFFERS, "buffers tracked")                                                          \
+    X(SERVED_BYTES, "the program's own bytes served from aoshim's memory (live)")                  \
+    X(SERVED_ALLOCS, "the program's own allocations served from aoshim's memory")                  \
+    X(SERVED_PEAK_BYTES, "the most of the program's own bytes aoshim's memory served at once")     \
     X(OFFLOADED_BYTES, "bytes offloaded (copied out and released)")                                \
     X(RELOADED_BYTES, "bytes reloaded")                                                            \
     X(OFFLOADED_BUFFERS, "buffers offloaded")                                                      \

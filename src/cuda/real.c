@@ -105,15 +105,16 @@ static bool driver_ok;
 // scan is off (said once), and the schedule alone decides.
 static bool optional(const char *sym)
 {
-    // And those only the step trace (AOSHIM_RECORD) or the pool's reading
-    // (offload/auto.c) calls: the trace's wrappers are handed out only where
+    // And those only the step trace (AOSHIM_RECORD), the pool's reading
+    // (offload/auto.c) or serving (offload/serve.c: without them nothing is
+    // served) calls: the trace's wrappers are handed out only where
     // the driver has the real function; without the pool's, its unused
     // reserve is taken for 0.
     static const char *const names[] = {
-        "cuFuncGetParamInfo",        "cuKernelGetParamInfo",      "cuFuncGetName",
-        "cuKernelGetName",           "cuEventRecordWithFlags",    "cuStreamCreateWithPriority",
-        "cuMemPoolSetAttribute",     "cuMemPoolTrimTo",           "cuDeviceGetDefaultMemPool",
-        "cuMemPoolGetAttribute"};
+        "cuFuncGetParamInfo",    "cuKernelGetParamInfo",   "cuFuncGetName",
+        "cuKernelGetName",       "cuEventRecordWithFlags", "cuStreamCreateWithPriority",
+        "cuMemPoolSetAttribute", "cuMemPoolTrimTo",        "cuDeviceGetDefaultMemPool",
+        "cuMemPoolGetAttribute", "cuDeviceGetMemPool"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(sym, names[i]) == 0) return true;
     return false;

@@ -156,7 +156,7 @@
       (CUdeviceptr dst, const void *src, size_t n, CUstream s))                                    \
     X(cuStreamCreate, "cuStreamCreate", 2000, 0, CUresult, (CUstream * s, unsigned fl))            \
     X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 1, CUresult, (CUstream s))                 \
-    X(cuStreamGetFlags, "cuStreamGetFlags", 2000, 1, CUresult, (CUstream s, unsigned *fl))        \
+    X(cuStreamGetFlags, "cuStreamGetFlags", 2000, 1, CUresult, (CUstream s, unsigned *fl))         \
     X(cuStreamWaitEvent, "cuStreamWaitEvent", 3020, 1, CUresult,                                   \
       (CUstream s, CUevent e, unsigned fl))                                                        \
     X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000, 1, CUresult,                              \
@@ -209,36 +209,61 @@
       (CUdeviceptr d, unsigned v, size_t n, CUstream st))                                          \
     X(cuMemsetD32Async_ptsz, "cuMemsetD32Async", 3020, 2, CUresult,                                \
       (CUdeviceptr d, unsigned v, size_t n, CUstream st))                                          \
-    X(cuMemcpy2D_v2, "cuMemcpy2D", 3020, 1, CUresult, (const CUDA_MEMCPY2D *p)) \
-    X(cuMemcpy2D_v2_ptds, "cuMemcpy2D", 3020, 2, CUresult, (const CUDA_MEMCPY2D *p)) \
-    X(cuMemcpy2DUnaligned_v2, "cuMemcpy2DUnaligned", 3020, 1, CUresult, (const CUDA_MEMCPY2D *p)) \
-    X(cuMemcpy2DUnaligned_v2_ptds, "cuMemcpy2DUnaligned", 3020, 2, CUresult, (const CUDA_MEMCPY2D *p)) \
-    X(cuMemcpy3D_v2, "cuMemcpy3D", 3020, 1, CUresult, (const CUDA_MEMCPY3D *p)) \
-    X(cuMemcpy3D_v2_ptds, "cuMemcpy3D", 3020, 2, CUresult, (const CUDA_MEMCPY3D *p)) \
-    X(cuMemcpy2DAsync_v2, "cuMemcpy2DAsync", 3020, 1, CUresult, (const CUDA_MEMCPY2D *p, CUstream st)) \
-    X(cuMemcpy2DAsync_v2_ptsz, "cuMemcpy2DAsync", 3020, 2, CUresult, (const CUDA_MEMCPY2D *p, CUstream st)) \
-    X(cuMemcpy3DAsync_v2, "cuMemcpy3DAsync", 3020, 1, CUresult, (const CUDA_MEMCPY3D *p, CUstream st)) \
-    X(cuMemcpy3DAsync_v2_ptsz, "cuMemcpy3DAsync", 3020, 2, CUresult, (const CUDA_MEMCPY3D *p, CUstream st)) \
-    X(cuMemcpyPeer, "cuMemcpyPeer", 4000, 1, CUresult, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n)) \
-    X(cuMemcpyPeer_ptds, "cuMemcpyPeer", 4000, 2, CUresult, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n)) \
-    X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", 4000, 1, CUresult, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st)) \
-    X(cuMemcpyPeerAsync_ptsz, "cuMemcpyPeerAsync", 4000, 2, CUresult, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st)) \
-    X(cuMemsetD16_v2, "cuMemsetD16", 3020, 1, CUresult, (CUdeviceptr d, unsigned short v, size_t n)) \
-    X(cuMemsetD16_v2_ptds, "cuMemsetD16", 3020, 2, CUresult, (CUdeviceptr d, unsigned short v, size_t n)) \
-    X(cuMemsetD16Async, "cuMemsetD16Async", 3020, 1, CUresult, (CUdeviceptr d, unsigned short v, size_t n, CUstream st)) \
-    X(cuMemsetD16Async_ptsz, "cuMemsetD16Async", 3020, 2, CUresult, (CUdeviceptr d, unsigned short v, size_t n, CUstream st)) \
-    X(cuMemsetD2D8_v2, "cuMemsetD2D8", 3020, 1, CUresult, (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h)) \
-    X(cuMemsetD2D8_v2_ptds, "cuMemsetD2D8", 3020, 2, CUresult, (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h)) \
-    X(cuMemsetD2D8Async, "cuMemsetD2D8Async", 3020, 1, CUresult, (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream st)) \
-    X(cuMemsetD2D8Async_ptsz, "cuMemsetD2D8Async", 3020, 2, CUresult, (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream st)) \
-    X(cuMemsetD2D16_v2, "cuMemsetD2D16", 3020, 1, CUresult, (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h)) \
-    X(cuMemsetD2D16_v2_ptds, "cuMemsetD2D16", 3020, 2, CUresult, (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h)) \
-    X(cuMemsetD2D16Async, "cuMemsetD2D16Async", 3020, 1, CUresult, (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream st)) \
-    X(cuMemsetD2D16Async_ptsz, "cuMemsetD2D16Async", 3020, 2, CUresult, (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream st)) \
-    X(cuMemsetD2D32_v2, "cuMemsetD2D32", 3020, 1, CUresult, (CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h)) \
-    X(cuMemsetD2D32_v2_ptds, "cuMemsetD2D32", 3020, 2, CUresult, (CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h)) \
-    X(cuMemsetD2D32Async, "cuMemsetD2D32Async", 3020, 1, CUresult, (CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h, CUstream st)) \
-    X(cuMemsetD2D32Async_ptsz, "cuMemsetD2D32Async", 3020, 2, CUresult, (CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h, CUstream st)) \
+    X(cuMemcpy2D_v2, "cuMemcpy2D", 3020, 1, CUresult, (const CUDA_MEMCPY2D *p))                    \
+    X(cuMemcpy2D_v2_ptds, "cuMemcpy2D", 3020, 2, CUresult, (const CUDA_MEMCPY2D *p))               \
+    X(cuMemcpy2DUnaligned_v2, "cuMemcpy2DUnaligned", 3020, 1, CUresult, (const CUDA_MEMCPY2D *p))  \
+    X(cuMemcpy2DUnaligned_v2_ptds, "cuMemcpy2DUnaligned", 3020, 2, CUresult,                       \
+      (const CUDA_MEMCPY2D *p))                                                                    \
+    X(cuMemcpy3D_v2, "cuMemcpy3D", 3020, 1, CUresult, (const CUDA_MEMCPY3D *p))                    \
+    X(cuMemcpy3D_v2_ptds, "cuMemcpy3D", 3020, 2, CUresult, (const CUDA_MEMCPY3D *p))               \
+    X(cuMemcpy2DAsync_v2, "cuMemcpy2DAsync", 3020, 1, CUresult,                                    \
+      (const CUDA_MEMCPY2D *p, CUstream st))                                                       \
+    X(cuMemcpy2DAsync_v2_ptsz, "cuMemcpy2DAsync", 3020, 2, CUresult,                               \
+      (const CUDA_MEMCPY2D *p, CUstream st))                                                       \
+    X(cuMemcpy3DAsync_v2, "cuMemcpy3DAsync", 3020, 1, CUresult,                                    \
+      (const CUDA_MEMCPY3D *p, CUstream st))                                                       \
+    X(cuMemcpy3DAsync_v2_ptsz, "cuMemcpy3DAsync", 3020, 2, CUresult,                               \
+      (const CUDA_MEMCPY3D *p, CUstream st))                                                       \
+    X(cuMemcpyPeer, "cuMemcpyPeer", 4000, 1, CUresult,                                             \
+      (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n))                        \
+    X(cuMemcpyPeer_ptds, "cuMemcpyPeer", 4000, 2, CUresult,                                        \
+      (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n))                        \
+    X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", 4000, 1, CUresult,                                   \
+      (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st))           \
+    X(cuMemcpyPeerAsync_ptsz, "cuMemcpyPeerAsync", 4000, 2, CUresult,                              \
+      (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st))           \
+    X(cuMemsetD16_v2, "cuMemsetD16", 3020, 1, CUresult,                                            \
+      (CUdeviceptr d, unsigned short v, size_t n))                                                 \
+    X(cuMemsetD16_v2_ptds, "cuMemsetD16", 3020, 2, CUresult,                                       \
+      (CUdeviceptr d, unsigned short v, size_t n))                                                 \
+    X(cuMemsetD16Async, "cuMemsetD16Async", 3020, 1, CUresult,                                     \
+      (CUdeviceptr d, unsigned short v, size_t n, CUstream st))                                    \
+    X(cuMemsetD16Async_ptsz, "cuMemsetD16Async", 3020, 2, CUresult,                                \
+      (CUdeviceptr d, unsigned short v, size_t n, CUstream st))                                    \
+    X(cuMemsetD2D8_v2, "cuMemsetD2D8", 3020, 1, CUresult,                                          \
+      (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h))                              \
+    X(cuMemsetD2D8_v2_ptds, "cuMemsetD2D8", 3020, 2, CUresult,                                     \
+      (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h))                              \
+    X(cuMemsetD2D8Async, "cuMemsetD2D8Async", 3020, 1, CUresult,                                   \
+      (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream st))                 \
+    X(cuMemsetD2D8Async_ptsz, "cuMemsetD2D8Async", 3020, 2, CUresult,                              \
+      (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream st))                 \
+    X(cuMemsetD2D16_v2, "cuMemsetD2D16", 3020, 1, CUresult,                                        \
+      (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h))                             \
+    X(cuMemsetD2D16_v2_ptds, "cuMemsetD2D16", 3020, 2, CUresult,                                   \
+      (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h))                             \
+    X(cuMemsetD2D16Async, "cuMemsetD2D16Async", 3020, 1, CUresult,                                 \
+      (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream st))                \
+    X(cuMemsetD2D16Async_ptsz, "cuMemsetD2D16Async", 3020, 2, CUresult,                            \
+      (CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream st))                \
+    X(cuMemsetD2D32_v2, "cuMemsetD2D32", 3020, 1, CUresult,                                        \
+      (CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h))                                   \
+    X(cuMemsetD2D32_v2_ptds, "cuMemsetD2D32", 3020, 2, CUresult,                                   \
+      (CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h))                                   \
+    X(cuMemsetD2D32Async, "cuMemsetD2D32Async", 3020, 1, CUresult,                                 \
+      (CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h, CUstream st))                      \
+    X(cuMemsetD2D32Async_ptsz, "cuMemsetD2D32Async", 3020, 2, CUresult,                            \
+      (CUdeviceptr d, size_t p, unsigned v, size_t w, size_t h, CUstream st))                      \
     X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, 1, CUresult,                         \
       (CUstream s, CUstreamCaptureMode m))                                                         \
     X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, 2, CUresult,                    \
@@ -289,7 +314,9 @@
     X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0, CUresult, (CUmemoryPool p, size_t keep))       \
     X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0, CUresult,                  \
       (CUmemoryPool * p, CUdevice d))                                                              \
-    /* the program's pool as the driver counts it (offload/auto.c; optional: without them its */  \
+    X(cuDeviceGetMemPool, "cuDeviceGetMemPool", 11020, 0, CUresult,                                \
+      (CUmemoryPool * p, CUdevice d))                                                              \
+    /* the program's pool as the driver counts it (offload/auto.c; optional: without them its */   \
     /* unused reserve is taken for 0). Read only: the _HIGH marks are PyTorch's to reset */        \
     X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020, 0, CUresult,                          \
       (CUmemoryPool p, CUmemPool_attribute a, void *v))                                            \

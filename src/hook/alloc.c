@@ -17,15 +17,19 @@ bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async)
     if (!ao_cuda_touched) ao_cuda_touched = true; // written once: no shared-line traffic after
     ao_engine_thread_seen();
     if (async) ao_engine_note_stream(stream);
-    if (!ao_engine_in_scope()) return false;
+    bool scope = ao_engine_in_scope();
+    if (!scope && !(async && ao_config.serve)) return false;
     if (n < ao_config.min_bytes || !n) {
-        ao_stat_add(AO_STAT_KEPT_SMALL, 1);
+        if (scope) ao_stat_add(AO_STAT_KEPT_SMALL, 1);
         return false;
     }
     ao_in_hook++;
     // Anything aoshim cannot track, or has no memory for, goes to the real
-    // allocator, which gives the program CUDA's own answer.
-    CUresult r = ao_engine_alloc(n, async ? stream : NULL, out);
+    // allocator, which gives the program CUDA's own answer; a stream-ordered
+    // allocation aoshim does not track may come from its memory
+    // (offload/serve.c).
+    CUresult r = scope ? ao_engine_alloc(n, async ? stream : NULL, out) : CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_ERROR_NOT_SUPPORTED && async) r = ao_engine_serve(n, stream, out);
     ao_in_hook--;
     return r == CUDA_SUCCESS;
 }

@@ -39,6 +39,7 @@ typedef struct ao_vmm_s {
     size_t size;      // 0 until the reservation is ready
     size_t granule;   // cuMemGetAllocationGranularity, minimum
     unsigned shift;   // log2(granule)
+    bool fine;        // every handle one granule (serving: vmm.c), set before the first mapping
     CUdevice device;
     uint8_t *state; // per granule: enum ao_granule_state
     void **owner;   // per granule: the engine's chunk
@@ -77,23 +78,25 @@ void ao_va_free(CUdeviceptr p, size_t size);
 
 // The physical memory behind one mapped range: the handles, in address
 // order. Usually one (the same size comes back step after step); more when
-// idle handles of other sizes are combined instead of creating memory.
-#define AO_PHYS_MAX 32
+// idle handles of other sizes are combined instead of creating memory; one
+// per granule while serving (ao_vmm.fine: vmm.c).
+#define AO_PHYS_TILES 32
 typedef struct ao_phys_s {
     unsigned n;
-    CUmemGenericAllocationHandle h[AO_PHYS_MAX];
-    size_t size[AO_PHYS_MAX];
+    CUmemGenericAllocationHandle *h; // owned, with size: moves with the mapping
+    size_t *size;
 } ao_phys_t;
 
 // Back [p, p+size) with physical memory: an idle handle of exactly size if
 // one is pooled, else idle handles of other sizes tiled in a row, and
 // cuMemCreate only for what the pool cannot cover (on out-of-memory the
-// idle pool is given back and creation retried). One cuMemMap per handle,
-// one cuMemSetAccess for the range. On failure nothing stays mapped.
+// idle pool is given back and creation retried); granules only, taken or
+// created, when ao_vmm.fine. One cuMemMap per handle, one cuMemSetAccess for
+// the range. On failure nothing stays mapped.
 CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *out, bool reshape);
 // One cuMemUnmap for the range (it covers whole mappings only); the handles
-// go back to the pool.
-CUresult ao_phys_unmap(CUdeviceptr p, size_t size, const ao_phys_t *ph);
+// go back to the pool and ph is empty.
+CUresult ao_phys_unmap(CUdeviceptr p, size_t size, ao_phys_t *ph);
 // Bytes of idle handles in the pool.
 size_t ao_phys_idle(void);
 // Release every idle handle (cuMemRelease). Returns the bytes given back.

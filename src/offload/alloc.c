@@ -53,8 +53,9 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
     const ao_learn_t *plan = s->plan;
     bool planned = plan && seq < plan->n && plan->size[seq] == size;
     // Not the size the layer allocated last step (shapes changing): the
-    // kept mappings are of the old sizes, and the pool tiles new ones best.
-    if (plan && !planned && ao_idle_mapped) ao_idle_unmap(SIZE_MAX);
+    // kept mappings are of the old sizes, and the pool tiles new ones best
+    // (with granule handles, ao_vmm.fine, any idle memory backs any size).
+    if (plan && !planned && ao_idle_mapped && !ao_vmm.fine) ao_idle_unmap(SIZE_MAX);
     if (planned && plan->flags[seq] & (LEARN_TEMP | LEARN_KEPT)) {
         // A temporary last step (or kept): the real allocator serves it.
         ao_learn_push(&s->rec, size, plan->flags[seq]);
@@ -134,6 +135,51 @@ void ao_free_event(ao_chunk_t *c, CUstream s)
     c->free_ev[c->nfree_ev++] = e;
 }
 
+// A free the chunk's own stream does not order, ordered by events: a
+// cudaFree after all work on every stream aoshim knows, another stream's
+// cudaFreeAsync after that stream's work.
+static void order_free(ao_chunk_t *c, CUstream stream, bool async)
+{
+    if (!async) {
+        for (int i = 0; i < ao_eng.nstreams; i++)
+            ao_free_event(c, ao_eng.streams[i]);
+    } else if (stream != c->scope->stream) {
+        ao_note_stream_locked(stream);
+        ao_free_event(c, stream);
+    }
+}
+
+// One of the program's own allocations (serve.c) freed. In a slab with
+// others live: on the slab's stream its space is reusable at once (stream
+// order); from elsewhere it stays taken until the slab empties, and the
+// slab's release waits for that free. The last: on its own stream, the
+// mapping is kept at once with an event at the free: the next allocation
+// of its size on any stream waits for that event on the GPU, a layer once
+// it is complete. Elsewhere (another stream's free, a cudaFree), it is
+// released as a layer's chunk is, once its uses are complete.
+static void served_free(ao_chunk_t *c, ao_buffer_t *b, CUstream stream, bool async)
+{
+    ao_stat_device(-(int64_t)b->size, 0, 0);
+    ao_stat_add(AO_STAT_SERVED_BYTES, -(int64_t)b->size);
+    bool own = async && stream == c->scope->stream;
+    if (c->nlive) { // a slab with other buffers live (serve.c)
+        if (own) {
+            c->nlive++; // ao_serve_unlink counts it off
+            ao_serve_unlink(c, b);
+        } else {
+            order_free(c, stream, async);
+        }
+        return;
+    }
+    if (own && !c->nfree_ev && !c->free_unordered) {
+        CUevent e = ao_ev_record(stream, false);
+        if (e && ao_chunk_keep_freed(c, e)) return;
+        if (e) ao_event_put(e, false);
+    }
+    order_free(c, stream, async);
+    ao_chunk_retire(c);
+}
+
 // A free costs no driver call in the common case (a stream-ordered free on
 // the layer's own stream): the buffer is marked, and the chunk is released
 // once its last buffer is freed and its stream has passed that point.
@@ -148,8 +194,13 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
     ao_chunk_t *c = b->chunk;
     ao_scope_t *s = c->scope;
     b->freed = true;
-    ao_stat_need(-(int64_t)b->rsize);
     c->nlive--;
+    if (c->served) {
+        served_free(c, b, stream, async);
+        pthread_mutex_unlock(&ao_eng.mu);
+        return CUDA_SUCCESS;
+    }
+    ao_stat_need(-(int64_t)b->rsize);
     if (c->mapped) ao_rec_site(b->site, -(int64_t)b->size, 0);
     // The allocation record learns which buffers are temporaries.
     if (s == ao_eng.open && b->seq < s->rec.n) s->rec.flags[b->seq] |= LEARN_TEMP;
@@ -161,13 +212,8 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
         // Offloaded: no device memory; its copy out has completed.
         if (b->host) ao_host_free(b->host, b->size);
         b->host = NULL;
-    } else if (!async) {
-        // cudaFree: after all work on every stream aoshim knows.
-        for (int i = 0; i < ao_eng.nstreams; i++)
-            ao_free_event(c, ao_eng.streams[i]);
-    } else if (stream != s->stream) {
-        ao_note_stream_locked(stream);
-        ao_free_event(c, stream);
+    } else {
+        order_free(c, stream, async);
     }
     if (c->nlive == 0) {
         ao_chunk_retire(c);

@@ -44,7 +44,7 @@ bool ao_chunk_unmap(ao_chunk_t *c)
         return false;
     }
     c->mapped = false;
-    ao_stat_device(0, -(int64_t)c->size, 0);
+    if (!c->served) ao_stat_device(0, -(int64_t)c->size, 0);
     return true;
 }
 
@@ -135,8 +135,11 @@ static bool idle_take(ao_chunk_t *c)
 }
 
 // Unmap kept chunks until at least need bytes went to the pool (SIZE_MAX:
-// all): those that can tile a chunk of size fit (no larger: a handle maps
-// whole) first, largest first, then the others. Returns whether any did.
+// all) for a chunk of size fit: those no larger first, largest first, then
+// the others, smallest first (any handle backs any range, vmm.c; a kept
+// mapping larger than the chunk is more likely a layer's, whose next step
+// takes it whole: unmapped, it cost a mapping each step). Returns whether
+// any did.
 static bool idle_better(size_t a, size_t b, size_t fit)
 {
     bool fa = a <= fit, fb = b <= fit;
@@ -144,14 +147,29 @@ static bool idle_better(size_t a, size_t b, size_t fit)
     return fa ? a > b : a < b;
 }
 
+// Its last uses are complete: unmapping it does not wait. A served chunk's
+// mapping is kept at its free, long before the GPU gets there (serve.c):
+// waiting for it stalled the host, and the GPU after it (a small step 3.5x
+// slower).
+static bool idle_done(ao_idle_t *i)
+{
+    if (i->unordered) return false;
+    for (int k = 0; k < i->nev; k++)
+        if (!ao_ev_done(i->ev[k])) return false;
+    return true;
+}
+
 static bool idle_unmap_for(size_t need, size_t fit)
 {
     bool any = false;
     size_t got = 0;
     while (ao_idle_mapped && got < need) {
-        ao_idle_t **best = &ao_idle_mapped;
-        for (ao_idle_t **pp = &(*best)->next; *pp; pp = &(*pp)->next)
-            if (idle_better((*pp)->size, (*best)->size, fit)) best = pp;
+        ao_idle_t **best = NULL;
+        for (int pass = 0; pass < 2 && !best; pass++) // those done first
+            for (ao_idle_t **pp = &ao_idle_mapped; *pp; pp = &(*pp)->next)
+                if ((pass || idle_done(*pp)) &&
+                    (!best || idle_better((*pp)->size, (*best)->size, fit)))
+                    best = pp;
         ao_idle_t *i = *best;
         idle_ordered(i);
         CUresult r = ao_phys_unmap(i->base, i->size, &i->phys);
@@ -210,7 +228,7 @@ CUresult ao_chunk_map(ao_chunk_t *c)
     }
     if (r == CUDA_SUCCESS) {
         c->mapped = true;
-        ao_stat_device(0, (int64_t)c->size, 0);
+        if (!c->served) ao_stat_device(0, (int64_t)c->size, 0);
     }
     if (idle0) ao_timed_add(idle0, ao_ev_record(s->stream, true), TIMED_IDLE, s->layer, s->mb, 0);
     return r;
@@ -276,6 +294,79 @@ ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split)
     return c;
 }
 
+// A chunk for one of the program's own allocations on stream st (serve.c):
+// a kept mapping of exactly size, its last uses ordered before st's work on
+// the GPU (the host does not wait: the allocation is used in st's order),
+// else new memory as a layer's (ao_chunk_map). NULL when there is none.
+ao_chunk_t *ao_chunk_serve(ao_scope_t *s, size_t size, CUstream st)
+{
+    ao_chunk_t *c = chunk_alloc();
+    if (!c) return NULL;
+    c->size = size;
+    c->scope = s;
+    c->state = AO_RESIDENT;
+    c->served = true;
+    ao_idle_t **pp = &ao_idle_mapped;
+    while (*pp && (*pp)->size != size)
+        pp = &(*pp)->next;
+    if (*pp) {
+        ao_idle_t *i = *pp;
+        *pp = i->next;
+        ao_idle_mapped_bytes -= i->size;
+        if (i->unordered) sync_streams();
+        for (int k = 0; k < i->nev; k++) {
+            ao_gpu_wait(st, i->ev[k]);
+            ao_event_put(i->ev[k], false);
+        }
+        c->base = i->base;
+        c->phys = i->phys;
+        c->mapped = true;
+        free(i);
+    } else if (ao_va_alloc(size, &c->base) != CUDA_SUCCESS) {
+        chunk_recycle(c);
+        return NULL;
+    } else if (ao_chunk_map(c) != CUDA_SUCCESS) {
+        ao_va_free(c->base, size);
+        chunk_recycle(c);
+        return NULL;
+    }
+    if (ao_extents_give(&c->free, c->base, size) < 0) {
+        if (ao_chunk_unmap(c)) ao_va_free(c->base, size);
+        ao_extents_clear(&c->free);
+        chunk_recycle(c);
+        return NULL;
+    }
+    ao_chunk_set(c, AO_RESIDENT);
+    c->next = s->chunks;
+    s->chunks = c;
+    return c;
+}
+
+// A served chunk freed on its own stream, its uses not complete yet: its
+// mapping kept with the event at the free, which whoever takes it waits
+// for (ao_chunk_serve on the GPU, a layer on the host). False when it
+// cannot be kept now (the caller retires it as usual).
+bool ao_chunk_keep_freed(ao_chunk_t *c, CUevent ev)
+{
+    if (ao_config.check || !c->mapped || (!ao_eng.manual && ao_offloads_nothing()) || c->nfree_ev ||
+        c->free_unordered || c->ev_copy || !idle_keep(c, &ev, 1))
+        return false;
+    for (ao_buffer_t *b = c->buffers, *n; b; b = n) {
+        n = b->next;
+        free(b);
+    }
+    ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
+    c->mapped = false; // the mapping is the cache's now
+    ao_extents_clear(&c->free);
+    for (ao_chunk_t **pp = &c->scope->chunks; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    chunk_recycle(c);
+    return true;
+}
+
 // A chunk with no buffer left, all of whose uses are complete, goes away:
 // unmapped, its host slots and address range given back.
 // ev, nev: the events that showed c's last uses complete (NULL: none, and
@@ -289,8 +380,9 @@ bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
         if (b->host) ao_host_free(b->host, b->size);
         free(b);
     }
-    ao_rec_memory(c->scope->layer, c->mapped ? -(int64_t)c->size : 0,
-                  c->mapped ? 0 : -(int64_t)c->size);
+    if (!c->served) // the program's own memory (serve.c), not a layer's
+        ao_rec_memory(c->scope->layer, c->mapped ? -(int64_t)c->size : 0,
+                      c->mapped ? 0 : -(int64_t)c->size);
     ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
     // Kept mapped only for a tracked layer to come: under a schedule that
     // offloads nothing (known mid-way through the first step) the layers go
@@ -300,7 +392,7 @@ bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
     if (!ao_config.check && c->mapped && ev && !none && idle_keep(c, ev, nev)) {
         took = true;
         c->mapped = false; // the mapping is the cache's now
-        ao_stat_device(0, -(int64_t)c->size, 0);
+        if (!c->served) ao_stat_device(0, -(int64_t)c->size, 0);
     } else {
         bool unmapped = !c->mapped || ao_chunk_unmap(c);
         // AOSHIM_CHECK: the address stays reserved and unmapped for good, so
@@ -313,7 +405,7 @@ bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
     ao_event_put(c->ev_copy, false);
     for (int i = 0; i < c->nfree_ev; i++)
         ao_event_put(c->free_ev[i], false);
-    ao_stat_device(0, 0, -(int64_t)c->size);
+    if (!c->served) ao_stat_device(0, 0, -(int64_t)c->size);
     for (ao_chunk_t **pp = &c->scope->chunks; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;

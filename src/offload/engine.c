@@ -39,6 +39,7 @@ bool ao_engine_ensure_ready(void)
         if (r == CUDA_SUCCESS) r = ao_real.cuCtxSetCurrent(c);
     }
     if (r == CUDA_SUCCESS) r = ao_vmm_init();
+    ao_vmm.fine = ao_config.serve; // granule handles: any idle memory backs any range (serve.c)
     if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&ao_eng.d2h, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&ao_eng.h2d, CU_STREAM_NON_BLOCKING);
     if (r != CUDA_SUCCESS) {
@@ -973,10 +974,15 @@ int ao_engine_keep(CUdeviceptr p)
             if (p - c->base < c->size)
                 for (ao_buffer_t *x = c->buffers; x && !b; x = x->next)
                     if (!x->freed && p - x->addr < x->size) b = x;
+    for (ao_scope_t *s = ao_eng.servers; s && !b; s = s->next) // the program's own (serve.c)
+        for (ao_chunk_t *c = s->chunks; c && !b; c = c->next)
+            if (p - c->base < c->size && c->buffers && !c->buffers->freed) b = c->buffers;
     int rc = 0;
     if (!b)
         rc = AOSHIM_ENOTFOUND;
-    else {
+    else if (b->chunk->served) {
+        // the program's own allocation in aoshim's memory: never offloaded
+    } else {
         b->kept = true;
         if (b->chunk->state == AO_OFFLOADED || b->chunk->state == AO_OFFLOADING) rc = AOSHIM_ESTATE;
     }

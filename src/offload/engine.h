@@ -44,6 +44,10 @@ static inline bool ao_engine_in_scope(void)
 // CUDA_ERROR_OUT_OF_MEMORY; or CUDA_ERROR_NOT_SUPPORTED when aoshim cannot
 // track it (no VMM, scope closed meanwhile): the caller passes it through.
 CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out);
+// One of the program's own stream-ordered allocations, from aoshim's memory
+// while layers are tracked (serve.c). CUDA_SUCCESS and *out, or
+// CUDA_ERROR_NOT_SUPPORTED: the caller passes it to the real allocator.
+CUresult ao_engine_serve(size_t size, CUstream stream, CUdeviceptr *out);
 // Free of a pointer inside aoshim's range. async: stream-ordered on stream
 // (cudaFreeAsync); otherwise after all work on every stream aoshim knows.
 CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async);

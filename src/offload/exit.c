@@ -44,9 +44,15 @@ static void event_destroy(CUevent *e)
     *e = NULL;
 }
 
+// The layers' scopes, then those serving the program's own allocations.
+#define EVERY_SCOPE(s)                                                                             \
+    for (int list_ = 0; list_ < 2; list_++)                                                        \
+        for (ao_scope_t *s = list_ ? ao_eng.servers : ao_eng.scopes; s; s = s->next)
+
 static void events_destroy_all(void)
 {
-    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next) {
+    EVERY_SCOPE(s)
+    {
         event_destroy(&s->ev_copied);
         event_destroy(&s->ev_release);
         event_destroy(&s->ev_reloaded);
@@ -93,21 +99,21 @@ static CUresult release_all(const char **what)
     events_destroy_all();
     bool all_unmapped = true;
     CUresult first = CUDA_SUCCESS;
-    for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
-        for (ao_chunk_t *c = s->chunks; c; c = c->next) {
-            ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
-            for (ao_buffer_t *b = c->buffers; b; b = b->next)
-                b->host = NULL; // the pinned pool goes as a whole
-            if (!c->mapped) continue;
-            r = ao_phys_unmap(c->base, c->size, &c->phys);
-            if (r != CUDA_SUCCESS && !driver_gone(r)) r = ao_phys_unmap(c->base, c->size, &c->phys);
-            if (driver_gone(r)) return r;
-            if (r != CUDA_SUCCESS) {
-                all_unmapped = false;
-                if (first == CUDA_SUCCESS) first = r, *what = "unmapping device memory";
-                continue;
-            }
-            c->mapped = false;
+    EVERY_SCOPE(s)
+    for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+        ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
+        for (ao_buffer_t *b = c->buffers; b; b = b->next)
+            b->host = NULL; // the pinned pool goes as a whole
+        if (!c->mapped) continue;
+        r = ao_phys_unmap(c->base, c->size, &c->phys);
+        if (r != CUDA_SUCCESS && !driver_gone(r)) r = ao_phys_unmap(c->base, c->size, &c->phys);
+        if (driver_gone(r)) return r;
+        if (r != CUDA_SUCCESS) {
+            all_unmapped = false;
+            if (first == CUDA_SUCCESS) first = r, *what = "unmapping device memory";
+            continue;
+        }
+        c->mapped = false;
         }
     while (ao_idle_mapped) { // the cache's mappings too
         ao_idle_t *i = ao_idle_mapped;

@@ -74,6 +74,9 @@ struct ao_chunk_s {
     ao_buffer_t *buffers;
     unsigned nlive;    // buffers not freed
     bool retiring;     // every buffer freed: released when its events complete
+    // The program's own allocation (serve.c): one buffer, accounted as the
+    // program's, never offloaded; its memory is aoshim's again once freed.
+    bool served;
     ao_extents_t free; // unused space inside the chunk
     // The one stream a launch may use this chunk on without the engine: while
     // being copied out, before its release point, the layer's own stream;
@@ -184,6 +187,7 @@ typedef struct ao_engine_s {
     CUcontext ctx;
     CUstream d2h, h2d;  // one stream per copy direction: both copy engines work
     ao_scope_t *scopes; // newest first
+    ao_scope_t *servers; // one per stream served on (layer -1): not in scopes, never offloaded
     ao_scope_t *open;   // the forward scope allocations go to
     ao_deferred_t *deferred;
     CUevent sync_events[AO_EVENT_CACHE], timing_events[AO_EVENT_CACHE];
@@ -344,6 +348,9 @@ bool ao_wait_one_release(void);
 // --- chunk.c ---------------------------------------------------------------------------------
 CUresult ao_chunk_map(ao_chunk_t *c);
 ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split);
+ao_chunk_t *ao_chunk_serve(ao_scope_t *s, size_t size, CUstream st);
+bool ao_chunk_keep_freed(ao_chunk_t *c, CUevent ev);
+void ao_serve_unlink(ao_chunk_t *c, ao_buffer_t *b);
 bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev);
 void ao_chunk_retire(ao_chunk_t *c);
 void ao_chunk_set(ao_chunk_t *c, ao_state_t st);

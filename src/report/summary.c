@@ -133,6 +133,18 @@ static void emit_summary(ao_emitter_t *e)
                    "program's pool held more side by side (docs/report.md)"));
         ao_emit_row_end(e);
     }
+    if (ao_config.serve) { // the JSON has the keys always
+        ao_emit_row_begin(e, "served from aoshim's memory");
+        ao_emit_val(e, NULL, "served_allocs", AO_U64(ao_stat_get(AO_STAT_SERVED_ALLOCS)));
+        ao_emit_val(e, " of the program's own allocations, at most ", "served_peak_bytes",
+                    AO_BYTES(ao_stat_get(AO_STAT_SERVED_PEAK_BYTES)));
+        ao_emit_val(e, " at once (one pool for them and the layers: AOSHIM_SERVE)", NULL,
+                    AO_STR(""));
+        ao_emit_row_end(e);
+    } else {
+        json_only(e, "served_allocs", AO_U64(0));
+        json_only(e, "served_peak_bytes", AO_BYTES(0));
+    }
     ao_emit_kv(e, "peak allocated", "peak_device_bytes", AO_BYTES(peak));
     ao_emit_row_begin(e, "peak allocated without offloading");
     ao_emit_val(e, NULL, "peak_without_offloading_bytes", AO_BYTES(without));

@@ -81,6 +81,42 @@ def median(xs):
     return xs[len(xs) // 2] if xs else 0
 
 
+def measure(trace, peak, step, serve):
+    fig, peaks, times, doc = replay(trace, "AOSHIM_OFFLOAD_LAYERS=all", serve)
+    s = doc["summary"]
+    # The activations: what the forward saves in one step (aoshim's count).
+    acts = sum(x["tracked_bytes"] for x in doc["layers"]) // STEPS
+    print(f"activations_per_step_gib={gib(acts)} served_allocs={s['served_allocs']}")
+    off = s["peak_without_offloading_bytes"] - s["peak_device_bytes"]
+    saved = peak - max(peaks[1:]) if len(peaks) > 1 else 0
+    print(f"all peak_in_use_gib={gib(max(peaks[1:]))} measuring_step_gib={gib(peaks[0])} "
+          f"step_x={median(times[1:]) / step:.2f} saved_gib={gib(saved)} "
+          f"off_device_at_peak_gib={gib(off)} saved_share={saved / off if off else 0:.2f} "
+          f"(target >= 0.60) late_reloads={fig['late_reloads']}")
+
+    # Every static count: the fastest that keeps a budget is the reference.
+    static = {}
+    for k in range(1, 8):
+        fig, peaks, times, _ = replay(trace, f"AOSHIM_OFFLOAD_LAYERS={k}", serve)
+        static[k] = (max(peaks[1:]), median(times[1:]))
+        print(f"static k={k} peak_in_use_gib={gib(static[k][0])} step_x={static[k][1] / step:.2f}")
+
+    hide = int(LINK * step / 3)  # bytes (GB/s = bytes/ns) the link carries in a third of a step
+    for name, budget in (("hidden", peak - hide), ("25pct", peak - acts // 4)):
+        fig, peaks, times, _ = replay(trace, f"AOSHIM_BUDGET={budget}", serve)
+        kept = peaks[-1] <= budget
+        best = min((t for p, t in static.values() if p <= budget), default=None)
+        print(f"auto budget={name} budget_gib={gib(budget)} each_step_gib="
+              f"{','.join(gib(p) for p in peaks)} kept_last_step={int(kept)} "
+              f"steps_over={sum(p > budget for p in peaks)} "
+              f"last_step_x={times[-1] / step:.2f}"
+              + (f" (target <= 1.03)" if name == "hidden" else "")
+              + (f" vs_best_static={times[-1] / best:.2f} (target <= 1.10)"
+                 if name == "25pct" and best else ""))
+
+
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         trace = os.path.join(d, "step.trace")
@@ -91,37 +127,12 @@ def main():
         print(f"without_aoshim peak_in_use_gib={gib(peak)} step_ms={step / 1e6:.2f} "
               f"fwd_in_use_gib={gib(base['fwd_in_use_bytes'])}")
 
-        fig, peaks, times, doc = replay(trace, "AOSHIM_OFFLOAD_LAYERS=all")
-        s = doc["summary"]
-        # The activations: what the forward saves in one step (aoshim's count).
-        acts = sum(x["tracked_bytes"] for x in doc["layers"]) // STEPS
-        print(f"activations_per_step_gib={gib(acts)}")
-        off = s["peak_without_offloading_bytes"] - s["peak_device_bytes"]
-        saved = peak - max(peaks[1:]) if len(peaks) > 1 else 0
-        print(f"all peak_in_use_gib={gib(max(peaks[1:]))} measuring_step_gib={gib(peaks[0])} "
-              f"step_x={median(times[1:]) / step:.2f} saved_gib={gib(saved)} "
-              f"off_device_at_peak_gib={gib(off)} saved_share={saved / off if off else 0:.2f} "
-              f"(target >= 0.60) late_reloads={fig['late_reloads']}")
-
-        # Every static count: the fastest that keeps a budget is the reference.
-        static = {}
-        for k in range(1, 8):
-            fig, peaks, times, _ = replay(trace, f"AOSHIM_OFFLOAD_LAYERS={k}")
-            static[k] = (max(peaks[1:]), median(times[1:]))
-            print(f"static k={k} peak_in_use_gib={gib(static[k][0])} step_x={static[k][1] / step:.2f}")
-
-        hide = int(LINK * step / 3)  # bytes (GB/s = bytes/ns) the link carries in a third of a step
-        for name, budget in (("hidden", peak - hide), ("25pct", peak - acts // 4)):
-            fig, peaks, times, _ = replay(trace, f"AOSHIM_BUDGET={budget}")
-            kept = peaks[-1] <= budget
-            best = min((t for p, t in static.values() if p <= budget), default=None)
-            print(f"auto budget={name} budget_gib={gib(budget)} each_step_gib="
-                  f"{','.join(gib(p) for p in peaks)} kept_last_step={int(kept)} "
-                  f"steps_over={sum(p > budget for p in peaks)} "
-                  f"last_step_x={times[-1] / step:.2f}"
-                  + (f" (target <= 1.03)" if name == "hidden" else "")
-                  + (f" vs_best_static={times[-1] / best:.2f} (target <= 1.10)"
-                     if name == "25pct" and best else ""))
+        # AOSHIM_SERVE=0: the program's own allocations in its pool beside
+        # aoshim's memory (the default); 1: served from aoshim's memory, one
+        # pool for both (offload/serve.c).
+        for serve in ("0", "1"):
+            print(f"== AOSHIM_SERVE={serve}")
+            measure(trace, peak, step, f"AOSHIM_SERVE={serve}")
 
 
 if __name__ == "__main__":

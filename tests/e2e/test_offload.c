@@ -212,6 +212,63 @@ Test(e2e, same_bits_pytorch_like_checkpoint_1f1b, .timeout = 60)
     same_bits(MB4 " --pytorch --schedule 1f1b --checkpoint 2", ENV(ALL));
 }
 
+// AOSHIM_SERVE=1 (offload/serve.c): the program's own stream-ordered
+// allocations (its gradients, AdamW's states and transient, the backward's
+// temporaries) come from aoshim's memory, one pool with the layers'. The
+// same bits, no race, under 'all', one layer, auto, and with recomputed
+// layers and interleaved microbatches (two streams' allocations).
+static uint64_t served_allocs(const e2e_result_t *r)
+{
+    const char *v = e2e_summary(r->err, "served from aoshim's memory");
+    cr_assert(v, "no 'served from aoshim's memory' row:\n%s", r->err);
+    return strtoull(v, NULL, 10);
+}
+
+Test(e2e, same_bits_served, .timeout = 60)
+{
+    const char *const env[] = {"AOSHIM_SERVE=1", "AOSHIM_OFFLOAD_LAYERS=all", NULL};
+    same_bits(DATA " --pytorch --steps 3", env);
+    e2e_result_t r;
+    e2e_train(&r, true, env, DATA " --pytorch --steps 3");
+    expect_ok("served", &r);
+    cr_assert_gt(served_allocs(&r), 0, "nothing served: the comparison proves nothing");
+    e2e_free(&r);
+}
+Test(e2e, same_bits_served_one_layer, .timeout = 60)
+{
+    same_bits(DATA " --pytorch --steps 3", ENV("AOSHIM_SERVE=1", "AOSHIM_OFFLOAD_LAYERS=1"));
+}
+Test(e2e, same_bits_served_checkpoint_1f1b, .timeout = 60)
+{
+    same_bits(MB4 " --pytorch --schedule 1f1b --checkpoint 2",
+              ENV("AOSHIM_SERVE=1", "AOSHIM_OFFLOAD_LAYERS=all"));
+}
+
+// Served, one layer offloaded holds less than without aoshim, where the
+// program's pool beside aoshim's memory held more (a layer's freed memory
+// kept while the pool grew for the gradients): the device's peak by the
+// driver's count (the simulator's physical peak).
+Test(e2e, served_one_layer_lowers_the_device, .timeout = 60)
+{
+    const char *args = " --pytorch --nodata --steps 4 --layers 8 --hidden 1024 --seq 1024 "
+                       "--batch 4 --heads 16";
+    e2e_result_t base, pool, served;
+    e2e_train(&base, false, NULL, args);
+    expect_ok("without aoshim", &base);
+    e2e_train(&pool, true, ENV("AOSHIM_SERVE=0", "AOSHIM_OFFLOAD_LAYERS=1"), args);
+    expect_ok("the program's pool", &pool);
+    e2e_train(&served, true, ENV("AOSHIM_SERVE=1", "AOSHIM_OFFLOAD_LAYERS=1"), args);
+    expect_ok("served", &served);
+    cr_log_info("one layer offloaded: device peak %" PRIu64 " without aoshim, %" PRIu64
+                " beside the pool, %" PRIu64 " served",
+                base.peak, pool.peak, served.peak);
+    cr_expect_gt(pool.peak, base.peak, "the pool beside aoshim held no more");
+    cr_expect_lt(served.peak, base.peak, "served, the device held no less");
+    e2e_free(&base);
+    e2e_free(&pool);
+    e2e_free(&served);
+}
+
 static uint64_t late_reloads(const e2e_result_t *r)
 {
     const char *v = e2e_summary(r->err, "late reloads");
