@@ -175,6 +175,33 @@ Test(plan, part_of_a_layer)
     cr_assert_lt(p.exposed_ns, whole.exposed_ns);
 }
 
+// A budget that needs more of layer 0 than the forward hides (0.8 of it,
+// the link carrying about 0.7): the part is exposed too, less than the
+// whole. With a handle per chunk the plan takes the whole layer (a part's
+// two chunk sizes made the engine wait more than the model says); with
+// granule handles (fine_handles, serving) it takes the part.
+Test(plan, an_exposed_part_with_granule_handles)
+{
+    ao_plan_in_t in = step(150000, 50, W + N * T - T * 8 / 10);
+    ao_plan_t whole, p;
+    ao_plan_predict(&in, 1, 1, &whole);
+    cr_assert(whole.budget_met);
+    ao_plan_make(&in, &p);
+    cr_assert_eq(p.count, 1);
+    cr_assert_eq(p.part, 0, "a handle per chunk: the whole layer (part %llu)",
+                 (unsigned long long)p.part);
+    in.fine_handles = true;
+    ao_plan_make(&in, &p);
+    cr_log_info("part %llu of %llu, exposed %llu (whole: %llu)", (unsigned long long)p.part,
+                (unsigned long long)T, (unsigned long long)p.exposed_ns,
+                (unsigned long long)whole.exposed_ns);
+    cr_assert_eq(p.count, 1);
+    cr_assert(p.part > T * 8 / 10 && p.part < T, "part %llu", (unsigned long long)p.part);
+    cr_assert(p.budget_met);
+    cr_assert_gt(p.exposed_ns, 0);
+    cr_assert_lt(p.exposed_ns, whole.exposed_ns);
+}
+
 // A copy the steps saw still running when its reload came (late_d): no plan
 // offloads that layer, or one after it, at that prefetch distance or more.
 Test(plan, a_copy_seen_late_is_not_planned_again)
