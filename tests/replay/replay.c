@@ -26,6 +26,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <simgpu.h>
 #include <stdarg.h>
@@ -2190,6 +2191,21 @@ static bool report_late(const char *path, uint64_t *out)
     return ok;
 }
 
+// aoshim_report_now writes the summary to stderr as well as the files, and
+// the exit writes it again: the replay wants the file only (the summary
+// came twice).
+static int report_now_quietly(void)
+{
+    fflush(stderr);
+    int saved = dup(2), null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (saved >= 0 && null >= 0) dup2(null, 2);
+    int rc = aoshim_report_now();
+    if (saved >= 0 && null >= 0) dup2(saved, 2);
+    if (saved >= 0) close(saved);
+    if (null >= 0) close(null);
+    return rc;
+}
+
 static uint64_t late_reloads(void)
 {
     if (late_done) return late_cached;
@@ -2201,7 +2217,7 @@ static uint64_t late_reloads(void)
     uint64_t from_stats = aoshim_try_get_stats(&st) == AOSHIM_OK ? st.late_reloads : 0;
     const char *path = getenv("AOSHIM_REPORT");
     uint64_t v;
-    if (path && *path && !strchr(path, '%') && aoshim_report_now && aoshim_report_now() == 0 &&
+    if (path && *path && !strchr(path, '%') && aoshim_report_now && report_now_quietly() == 0 &&
         report_late(path, &v)) {
         if (v != from_stats)
             fprintf(stderr,
