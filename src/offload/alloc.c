@@ -164,7 +164,6 @@ static void served_free(ao_chunk_t *c, ao_buffer_t *b, CUstream stream, bool asy
     bool own = async && stream == c->scope->stream;
     if (c->nlive) { // a slab with other buffers live (serve.c)
         if (own) {
-            c->nlive++; // ao_serve_unlink counts it off
             ao_serve_unlink(c, b);
         } else {
             order_free(c, stream, async);

@@ -118,14 +118,25 @@ static void idle_ordered(ao_idle_t *i)
 }
 
 // One of exactly size, taken (its memory and address become the chunk's).
-static bool idle_take(ao_chunk_t *c)
+// Its last uses are waited for by the host; for a served chunk (serve.c),
+// ordered before the work of st, its stream, on the GPU (the host does not
+// wait: the allocation is used in st's order).
+static bool idle_take(ao_chunk_t *c, CUstream st)
 {
     for (ao_idle_t **pp = &ao_idle_mapped; *pp; pp = &(*pp)->next)
         if ((*pp)->size == c->size) {
             ao_idle_t *i = *pp;
             *pp = i->next;
             ao_idle_mapped_bytes -= i->size;
-            idle_ordered(i);
+            if (!c->served) {
+                idle_ordered(i);
+            } else {
+                if (i->unordered) sync_streams();
+                for (int k = 0; k < i->nev; k++) {
+                    ao_gpu_wait(st, i->ev[k]);
+                    ao_event_put(i->ev[k], false);
+                }
+            }
             c->base = i->base;
             c->phys = i->phys;
             free(i);
@@ -263,7 +274,10 @@ static void chunk_recycle(ao_chunk_t *c)
     spare_chunks = c;
 }
 
-ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split)
+// A chunk of size for s: a kept mapping of exactly that size, else new
+// address space and memory (ao_chunk_map). served: one of the program's own
+// allocations on stream st (serve.c), accounted as the program's.
+static ao_chunk_t *chunk_make(ao_scope_t *s, size_t size, bool split, bool served, CUstream st)
 {
     ao_chunk_t *c = chunk_alloc();
     if (!c) return NULL;
@@ -271,11 +285,13 @@ ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split)
     c->split = split;
     c->scope = s;
     c->state = AO_RESIDENT;
-    if (!ao_config.check && idle_take(c)) { // mapped already, at an address of its own
+    c->served = served;
+    if (!ao_config.check && idle_take(c, st)) { // mapped already, at an address of its own
         c->mapped = true;
-        ao_stat_device(0, (int64_t)size, 0);
+        if (!served) ao_stat_device(0, (int64_t)size, 0);
     } else if (ao_va_alloc(size, &c->base) != CUDA_SUCCESS) {
-        WARN_ONCE("aoshim's device address range is full: further buffers are not tracked");
+        if (!served) // a served one goes to the program's pool, as before
+            WARN_ONCE("aoshim's device address range is full: further buffers are not tracked");
         chunk_recycle(c);
         return NULL;
     }
@@ -286,60 +302,51 @@ ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split)
         chunk_recycle(c);
         return NULL;
     }
-    ao_stat_device(0, 0, (int64_t)size);
-    ao_rec_memory(s->layer, (int64_t)size, 0);
+    if (!served) {
+        ao_stat_device(0, 0, (int64_t)size);
+        ao_rec_memory(s->layer, (int64_t)size, 0);
+    }
     ao_chunk_set(c, AO_RESIDENT);
     c->next = s->chunks;
     s->chunks = c;
     return c;
 }
 
-// A chunk for one of the program's own allocations on stream st (serve.c):
-// a kept mapping of exactly size, its last uses ordered before st's work on
-// the GPU (the host does not wait: the allocation is used in st's order),
-// else new memory as a layer's (ao_chunk_map). NULL when there is none.
+ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split)
+{
+    return chunk_make(s, size, split, false, NULL);
+}
+
 ao_chunk_t *ao_chunk_serve(ao_scope_t *s, size_t size, CUstream st)
 {
-    ao_chunk_t *c = chunk_alloc();
-    if (!c) return NULL;
-    c->size = size;
-    c->scope = s;
-    c->state = AO_RESIDENT;
-    c->served = true;
-    ao_idle_t **pp = &ao_idle_mapped;
-    while (*pp && (*pp)->size != size)
-        pp = &(*pp)->next;
-    if (*pp) {
-        ao_idle_t *i = *pp;
-        *pp = i->next;
-        ao_idle_mapped_bytes -= i->size;
-        if (i->unordered) sync_streams();
-        for (int k = 0; k < i->nev; k++) {
-            ao_gpu_wait(st, i->ev[k]);
-            ao_event_put(i->ev[k], false);
+    return chunk_make(s, size, false, true, st);
+}
+
+// Its buffers' records go, and their host slots.
+static void buffers_free(ao_chunk_t *c)
+{
+    for (ao_buffer_t *b = c->buffers, *n; b; b = n) {
+        n = b->next;
+        if (b->host) ao_host_free(b->host, b->size);
+        free(b);
+    }
+}
+
+// A chunk whose memory is unmapped or the cache's: its events and the
+// live count go, it leaves its scope and is recycled.
+static void chunk_drop(ao_chunk_t *c)
+{
+    ao_extents_clear(&c->free);
+    ao_event_put(c->ev_copy, false);
+    for (int i = 0; i < c->nfree_ev; i++)
+        ao_event_put(c->free_ev[i], false);
+    if (!c->served) ao_stat_device(0, 0, -(int64_t)c->size);
+    for (ao_chunk_t **pp = &c->scope->chunks; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
         }
-        c->base = i->base;
-        c->phys = i->phys;
-        c->mapped = true;
-        free(i);
-    } else if (ao_va_alloc(size, &c->base) != CUDA_SUCCESS) {
-        chunk_recycle(c);
-        return NULL;
-    } else if (ao_chunk_map(c) != CUDA_SUCCESS) {
-        ao_va_free(c->base, size);
-        chunk_recycle(c);
-        return NULL;
-    }
-    if (ao_extents_give(&c->free, c->base, size) < 0) {
-        if (ao_chunk_unmap(c)) ao_va_free(c->base, size);
-        ao_extents_clear(&c->free);
-        chunk_recycle(c);
-        return NULL;
-    }
-    ao_chunk_set(c, AO_RESIDENT);
-    c->next = s->chunks;
-    s->chunks = c;
-    return c;
+    chunk_recycle(c);
 }
 
 // A served chunk freed on its own stream, its uses not complete yet: its
@@ -351,19 +358,10 @@ bool ao_chunk_keep_freed(ao_chunk_t *c, CUevent ev)
     if (ao_config.check || !c->mapped || (!ao_eng.manual && ao_offloads_nothing()) || c->nfree_ev ||
         c->free_unordered || c->ev_copy || !idle_keep(c, &ev, 1))
         return false;
-    for (ao_buffer_t *b = c->buffers, *n; b; b = n) {
-        n = b->next;
-        free(b);
-    }
+    buffers_free(c);
     ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
     c->mapped = false; // the mapping is the cache's now
-    ao_extents_clear(&c->free);
-    for (ao_chunk_t **pp = &c->scope->chunks; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    chunk_recycle(c);
+    chunk_drop(c);
     return true;
 }
 
@@ -375,11 +373,7 @@ bool ao_chunk_keep_freed(ao_chunk_t *c, CUevent ev)
 bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
 {
     bool took = false;
-    for (ao_buffer_t *b = c->buffers, *n; b; b = n) {
-        n = b->next;
-        if (b->host) ao_host_free(b->host, b->size);
-        free(b);
-    }
+    buffers_free(c);
     if (!c->served) // the program's own memory (serve.c), not a layer's
         ao_rec_memory(c->scope->layer, c->mapped ? -(int64_t)c->size : 0,
                       c->mapped ? 0 : -(int64_t)c->size);
@@ -401,17 +395,7 @@ bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
         if (!ao_config.check && unmapped) ao_va_free(c->base, c->size);
     }
     if (none) ao_phys_trim();
-    ao_extents_clear(&c->free);
-    ao_event_put(c->ev_copy, false);
-    for (int i = 0; i < c->nfree_ev; i++)
-        ao_event_put(c->free_ev[i], false);
-    if (!c->served) ao_stat_device(0, 0, -(int64_t)c->size);
-    for (ao_chunk_t **pp = &c->scope->chunks; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    chunk_recycle(c);
+    chunk_drop(c);
     return took;
 }
 

@@ -53,14 +53,15 @@ static bool default_pool_current(void)
            ao_real.cuDeviceGetDefaultMemPool(&def, ao_vmm.device) == CUDA_SUCCESS && cur == def;
 }
 
-// A slab's buffer freed on the slab's stream: its space is the stream's
-// again at once (stream order), the record goes.
 // Allocations up to AO_SLAB_MOST share slabs of AO_SLAB bytes (a chunk
 // each, on the stream): rounded to the granule one by one, the 1-4 MiB
 // allocations of a small step took 12% more than they asked.
 #define AO_SLAB_MOST (4u << 20)
 #define AO_SLAB (16u << 20)
 
+// A slab's buffer freed on the slab's stream (its live count already
+// down): its space is the stream's again at once (stream order), the
+// record goes.
 void ao_serve_unlink(ao_chunk_t *c, ao_buffer_t *b)
 {
     for (ao_buffer_t **pp = &c->buffers; *pp; pp = &(*pp)->next)
@@ -69,7 +70,6 @@ void ao_serve_unlink(ao_chunk_t *c, ao_buffer_t *b)
             break;
         }
     ao_extents_give(&c->free, b->addr, b->rsize);
-    c->nlive--;
     free(b);
 }
 
@@ -133,7 +133,7 @@ CUresult ao_engine_serve(size_t size, CUstream stream, CUdeviceptr *out)
     if (!ao_ptrmap_put(&ao_buffers, b->addr, (uint64_t)(uintptr_t)b)) {
         // Unreachable by free: its space goes back now (nothing used it).
         ao_serve_unlink(c, b);
-        if (!c->nlive) serve_drop(c, stream);
+        if (!--c->nlive) serve_drop(c, stream);
         goto out;
     }
     ao_stat_device((int64_t)size, 0, 0);

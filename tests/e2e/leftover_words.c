@@ -82,6 +82,28 @@ static void launch(const char *what, int step, float *in, void *spare, float wan
     fflush(stdout);
 }
 
+// Layer 0 holds *a (host's values) and a buffer it freed (*freed: its
+// address is a leftover now), layers 1 and 2 one buffer each (*t1, *t2),
+// so that under 'all' layer 0 is offloaded; then the device is idle and a
+// control call lets aoshim poll its releases.
+static void three_layers(float **a, float **freed, float **t1, float **t2)
+{
+    aoshim_try_layer_begin(0);
+    CHECK(cudaMallocAsync((void **)a, N * sizeof(float), stream));
+    CHECK(cudaMemcpyAsync(*a, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
+    CHECK(cudaMallocAsync((void **)freed, N * sizeof(float), stream));
+    CHECK(cudaFreeAsync(*freed, stream));
+    aoshim_try_layer_end(0);
+    aoshim_try_layer_begin(1);
+    CHECK(cudaMallocAsync((void **)t1, N * sizeof(float), stream));
+    aoshim_try_layer_end(1);
+    aoshim_try_layer_begin(2);
+    CHECK(cudaMallocAsync((void **)t2, N * sizeof(float), stream));
+    aoshim_try_layer_end(2);
+    CHECK(cudaDeviceSynchronize());
+    aoshim_try_set_microbatch(0);
+}
+
 int main(void)
 {
     sim_kernel_desc_t d = {.name = "pick",
@@ -104,20 +126,7 @@ int main(void)
         for (unsigned i = 0; i < N; i++)
             host[i] = (float)(i % 1000) + (float)step;
         CHECK(cudaMemcpy(res, host, N * sizeof(float), cudaMemcpyHostToDevice));
-        aoshim_try_layer_begin(0);
-        CHECK(cudaMallocAsync((void **)&a, N * sizeof(float), stream));
-        CHECK(cudaMemcpyAsync(a, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
-        CHECK(cudaMallocAsync((void **)&scratch, N * sizeof(float), stream));
-        CHECK(cudaFreeAsync(scratch, stream));
-        aoshim_try_layer_end(0);
-        aoshim_try_layer_begin(1);
-        CHECK(cudaMallocAsync((void **)&t1, N * sizeof(float), stream));
-        aoshim_try_layer_end(1);
-        aoshim_try_layer_begin(2);
-        CHECK(cudaMallocAsync((void **)&t2, N * sizeof(float), stream));
-        aoshim_try_layer_end(2);
-        CHECK(cudaDeviceSynchronize());
-        aoshim_try_set_microbatch(0); // a control call: aoshim polls its releases
+        three_layers(&a, &scratch, &t1, &t2);
         CHECK(cudaFreeAsync(t1, stream));
         CHECK(cudaFreeAsync(t2, stream));
         launch("leftover", step, res, a, (float)step);
@@ -137,20 +146,7 @@ int main(void)
         CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
         for (unsigned i = 0; i < N; i++)
             host[i] = (float)(i % 1000) + 7.0f;
-        aoshim_try_layer_begin(0);
-        CHECK(cudaMallocAsync((void **)&a, N * sizeof(float), stream));
-        CHECK(cudaMemcpyAsync(a, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
-        CHECK(cudaMallocAsync((void **)&gone, N * sizeof(float), stream));
-        CHECK(cudaFreeAsync(gone, stream));
-        aoshim_try_layer_end(0);
-        aoshim_try_layer_begin(1);
-        CHECK(cudaMallocAsync((void **)&t1, N * sizeof(float), stream));
-        aoshim_try_layer_end(1);
-        aoshim_try_layer_begin(2);
-        CHECK(cudaMallocAsync((void **)&t2, N * sizeof(float), stream));
-        aoshim_try_layer_end(2);
-        CHECK(cudaDeviceSynchronize());
-        aoshim_try_set_microbatch(0); // layer 0 is offloaded
+        three_layers(&a, &gone, &t1, &t2); // layer 0 is offloaded
         unsigned zero = 0, n = N;
         void *none = NULL;
         float *junk = (float *)(uintptr_t)16; // no pointer can be 16: a leftover

@@ -483,11 +483,16 @@ def group_gpu():
         # (src/offload/scan.h): none of its late reloads is in the steady
         # state (from the third step on), no more than before, and the
         # memory no higher.
-        rc, fig, _, doc = run_report(at, *link, "--scan-leftovers",
-                                     env=ctx + [("AOSHIM_OFFLOAD_LAYERS", "all")])
-        ok_clean(fig, f"{name} under all, leftovers learned")
-        report_true(doc, fig, base, f"{name} under all", int(ctx[0][1]))
-        per_step = [s.get("late_reloads", 0) for s in doc["steps"]["items"]]
+        def under_all(what, *env):
+            """The recorded step under all, leftovers learned, and the report
+            true: (figures, report, late reloads of each step)."""
+            rc, fig, _, doc = run_report(at, *link, "--scan-leftovers",
+                                         env=ctx + [("AOSHIM_OFFLOAD_LAYERS", "all"), *env])
+            ok_clean(fig, f"{name} {what}")
+            report_true(doc, fig, base, f"{name} {what}", int(ctx[0][1]))
+            return fig, doc, [s.get("late_reloads", 0) for s in doc["steps"]["items"]]
+
+        fig, doc, per_step = under_all("under all")
         print(f"    under all, leftovers learned: late reloads {fig['late_reloads']} "
               f"(each step: {per_step}), {doc['summary']['leftover_skips']} words not read as "
               f"touches; in use {fig['peak_in_use_bytes'] / 2**30:.2f} GiB against "
@@ -502,12 +507,7 @@ def group_gpu():
         # allocations from aoshim's memory, one pool with the layers': less
         # in use than beside the program's pool, no late reload after the
         # second step, and the report true.
-        rc, fig, _, doc = run_report(at, *link, "--scan-leftovers",
-                                     env=ctx + [("AOSHIM_OFFLOAD_LAYERS", "all"),
-                                                ("AOSHIM_SERVE", "1")])
-        ok_clean(fig, f"{name} under all, served")
-        report_true(doc, fig, base, f"{name} under all, served", int(ctx[0][1]))
-        per_step = [s.get("late_reloads", 0) for s in doc["steps"]["items"]]
+        fig, doc, per_step = under_all("under all, served", ("AOSHIM_SERVE", "1"))
         print(f"    under all, served: in use {fig['peak_in_use_bytes'] / 2**30:.2f} GiB "
               f"(beside the program's pool {learned['peak_in_use_bytes'] / 2**30:.2f}), "
               f"{doc['summary']['served_allocs']} allocations served, late reloads {per_step}, "
