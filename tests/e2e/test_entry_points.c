@@ -430,8 +430,8 @@ Test(safety_net, served_allocations_are_reused_in_stream_order)
     slurp(cmd, out, sizeof out, &st);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
               WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
-    cr_expect_str_eq(out, "same_addr=1 read_ok=1 cross_ok=1 keep=0\n");
-    // Served indeed: the four allocations outside the layer (the pool
+    cr_expect_str_eq(out, "same_addr=1 read_ok=1 cross_ok=1 slab=1 slab_read_ok=1 keep=0\n");
+    // Served indeed: the nine allocations outside the layer (the pool
     // would pass every check above too).
     char json[1 << 16];
     snprintf(cmd, sizeof cmd, "cat %s", rep);
@@ -439,6 +439,6 @@ Test(safety_net, served_allocations_are_reused_in_stream_order)
     unlink(rep);
     const char *k = strstr(json, "\"served_allocs\":");
     cr_assert(k, "no served_allocs in the report");
-    cr_expect_eq(strtoul(k + strlen("\"served_allocs\":"), NULL, 10), 4, "%.80s", k);
+    cr_expect_eq(strtoul(k + strlen("\"served_allocs\":"), NULL, 10), 9, "%.80s", k);
 }
 
