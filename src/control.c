@@ -78,6 +78,7 @@ AOSHIM_API int aoshim_reload_layer(int layer)
 }
 AOSHIM_API int aoshim_set_stream(void *s)
 {
+    if (AO_TR_ON()) ao_tr_set_stream((CUstream)s);
     return ao_engine_set_stream((CUstream)s);
 }
 // A buffer aoshim passed through is never offloaded: keeping it is a no-op.

@@ -213,14 +213,15 @@ void ao_engine_forget_stream(CUstream s)
 }
 
 // --- polling: act on what the GPU has finished; never blocks -----------------------------
-// The idle time timed inside forward layer (layer, mb) between a and b; its
-// intervals are taken out. One of an earlier pass of the layer (its own
-// interval went untimed) is outside [a, b]: taken out, not counted.
-static uint64_t fwd_idle_ns(int layer, int mb, uint64_t a, uint64_t b)
+// The idle time of kind (TIMED_IDLE, TIMED_IDLE_BWD) timed inside layer
+// (layer, mb) between a and b; its intervals are taken out. One of an
+// earlier pass of the layer (its own interval went untimed) is outside
+// [a, b]: taken out, not counted.
+static uint64_t idle_ns(int kind, int layer, int mb, uint64_t a, uint64_t b)
 {
     uint64_t idle = 0;
     for (int j = 0; j < ao_eng.ntimed;) {
-        if (ao_eng.timed[j].kind != TIMED_IDLE || ao_eng.timed[j].layer != layer ||
+        if (ao_eng.timed[j].kind != kind || ao_eng.timed[j].layer != layer ||
             ao_eng.timed[j].mb != mb || !ao_ev_done(ao_eng.timed[j].ev1)) {
             j++;
             continue;
@@ -244,7 +245,8 @@ void ao_timed_read(void)
                                         [AO_REC_WAIT] = AO_STAT_RELOAD_WAIT_NS};
     for (int i = 0; i < ao_eng.ntimed;) {
         // An idle interval is read with its layer's (below): it completes first.
-        if (ao_eng.timed[i].kind == TIMED_IDLE || !ao_ev_done(ao_eng.timed[i].ev1)) {
+        if (ao_eng.timed[i].kind == TIMED_IDLE || ao_eng.timed[i].kind == TIMED_IDLE_BWD ||
+            !ao_ev_done(ao_eng.timed[i].ev1)) {
             i++;
             continue;
         }
@@ -258,12 +260,12 @@ void ao_timed_read(void)
         // that chunk_map timed inside it: the GPU idling while the host
         // waited is not the layer's compute.
         if (kind == TIMED_FWD) {
-            uint64_t f = b - a - fwd_idle_ns(layer, t.mb, a, b);
+            uint64_t f = b - a - idle_ns(TIMED_IDLE, layer, t.mb, a, b);
             if (!ao_auto.fwd_ns[layer] || f < ao_auto.fwd_ns[layer]) ao_auto.fwd_ns[layer] = f;
             ao_rec_interval(AO_REC_FWD, layer, t.mb, 0, a, b);
         } else if (kind == TIMED_BWD) {
-            if (!ao_auto.bwd_ns[layer] || b - a < ao_auto.bwd_ns[layer])
-                ao_auto.bwd_ns[layer] = b - a;
+            uint64_t f = b - a - idle_ns(TIMED_IDLE_BWD, layer, t.mb, a, b);
+            if (!ao_auto.bwd_ns[layer] || f < ao_auto.bwd_ns[layer]) ao_auto.bwd_ns[layer] = f;
             ao_rec_interval(AO_REC_BWD, layer, t.mb, 0, a, b);
         } else {
             ao_stat_add(stat_of[kind], (int64_t)(b - a));

@@ -224,10 +224,11 @@ extern ao_ptrmap_t ao_buffers; // address -> ao_buffer_t *
 
 // AOSHIM_OFFLOAD_LAYERS=auto: what the steps measured, and the plan made
 // from them (offload/plan.h). Under the engine's lock.
-// Engine-only kinds of ao_eng.timed, beside AO_REC_*. TIMED_IDLE: the compute
-// stream idled inside a forward layer while the host waited in chunk_map; it
-// is taken off that layer's TIMED_FWD interval when that one is read.
-enum { TIMED_FWD = 16, TIMED_BWD, TIMED_IDLE };
+// Engine-only kinds of ao_eng.timed, beside AO_REC_*. TIMED_IDLE (_BWD): the
+// compute stream idled inside a forward (backward) layer while the host
+// waited in chunk_map; it is taken off that layer's TIMED_FWD (TIMED_BWD)
+// interval when that one is read.
+enum { TIMED_FWD = 16, TIMED_BWD, TIMED_IDLE, TIMED_IDLE_BWD };
 typedef struct ao_auto_s {
     bool on, planned;
     uint64_t budget;

@@ -192,9 +192,17 @@ void ao_plan_predict_part(const ao_plan_in_t *in, int k, int d, uint64_t part, a
     // engine does not have); a layer whose copy out the host has not seen
     // done yet is not released, and stays. The compute stream waits for L's
     // and L-1's reloads; L's memory goes when its backward is done.
-    double gpu = 0, d2h = 0, h2d = 0, cc = 0;
+    // Serving (fine_handles), the program's own allocations come from the
+    // same memory: in the backward under a tight budget they wait for what
+    // the layers before free, so the host reaches a backward layer (and
+    // issues its reloads) only once the one before it has begun on the GPU
+    // (train_step --pytorch served, a budget the link could hide: 3 ms per
+    // step waiting for layer 0's reload at distance 1, which the model
+    // without this saw hidden).
+    double gpu = 0, d2h = 0, h2d = 0, cc = 0, bstart = 0;
     for (int i = 0; i < nops; i++) {
         const int l = ops[i].layer, mb = ops[i].mb, id = mb * n + l;
+        if (ops[i].bwd && in->fine_handles) m.h = max2(m.h, bstart);
         poll(&m);
         if (!ops[i].bwd) {
             if (b[l] > 0) map(&m, b[l]);
@@ -224,7 +232,8 @@ void ao_plan_predict_part(const ao_plan_in_t *in, int k, int d, uint64_t part, a
             back_at[jd] = h2d;
         }
         double ready = max2(back_at[id], l > 0 ? back_at[id - 1] : 0);
-        gpu = max2(max2(gpu, m.h), ready) + bw_ns[l];
+        bstart = max2(max2(gpu, m.h), ready);
+        gpu = bstart + bw_ns[l];
         cc += bw_ns[l];
         if (b[l] > 0) push(&m.frees, id, gpu, b[l]);
     }

@@ -176,6 +176,7 @@ static char *layer(char *p, const ao_trrec_t *r)
         p = ao_tr_i64(p, r->u.layer.mb);
         break;
     }
+    if (r->flags & AO_TRF_STREAM && op != AO_TR_MICROBATCH) p = stream_field(p, r->u.layer.s);
     return p;
 }
 

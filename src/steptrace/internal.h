@@ -50,7 +50,7 @@ enum ao_tr_kind {
 };
 
 // flags
-#define AO_TRF_STREAM  1  // alloc, free: the call has a stream
+#define AO_TRF_STREAM  1 // alloc, free: the call has a stream; layer: the thread named one
 #define AO_TRF_ASYNC   2  // copy
 #define AO_TRF_PITCHED 4  // copy, memset
 #define AO_TRF_VALUE   8  // pool attribute: a value was given
@@ -90,6 +90,7 @@ typedef struct ao_trrec_s {
         struct {
             uint32_t op;
             int32_t arg, mb;
+            uint32_t s; // with AO_TRF_STREAM: the stream the thread named (aoshim_set_stream)
         } layer;
         struct {
             uint64_t addr;

@@ -652,14 +652,27 @@ void ao_tr_pool_trim(CUmemoryPool pool, uint64_t keep)
 // --- the control calls ---------------------------------------------------------------------
 static int cur_mb; // the microbatch the program last named; 0 again at each step's end
 
+static AO_TLS CUstream named_stream;
+static AO_TLS bool named;
+
+void ao_tr_set_stream(CUstream s)
+{
+    named_stream = s;
+    named = true;
+}
+
 void ao_tr_layer(int op, int arg)
 {
     if (op == AO_TR_MICROBATCH) __atomic_store_n(&cur_mb, arg, __ATOMIC_RELAXED);
+    // The stream is declared (a `stream` record) before this record begins.
+    uint32_t sid = named ? stream_id(named_stream) : 0;
     ao_trrec_t *r = REC_BEGIN(AO_TRK_LAYER);
     if (r) {
         r->u.layer.op = (uint32_t)op;
         r->u.layer.arg = arg;
         r->u.layer.mb = __atomic_load_n(&cur_mb, __ATOMIC_RELAXED);
+        r->u.layer.s = sid;
+        if (named) r->flags |= AO_TRF_STREAM;
         rec_end(r);
     }
     if (op == AO_TR_STEP_END) __atomic_store_n(&cur_mb, 0, __ATOMIC_RELAXED);

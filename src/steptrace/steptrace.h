@@ -128,6 +128,9 @@ enum ao_tr_layer_op {
     AO_TR_RELOAD,
 };
 void ao_tr_layer(int op, int arg);
+// aoshim_set_stream: the calling thread's stream, which its control calls
+// refer to (their `layer` records name it; the replay sets it again).
+void ao_tr_set_stream(CUstream s);
 void ao_tr_keep(uint64_t addr);
 
 #endif // AO_STEPTRACE_H

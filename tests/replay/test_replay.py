@@ -598,7 +598,7 @@ def group_sidebyside():
     layer's freed memory kept while the pool grows for the gradients); the
     device model the report leads with counts that as the step's own, the
     program's side says 'may have used more', by about what the replay
-    shows. Served from aoshim's memory (the default), one pool: no policy
+    shows. Served from aoshim's memory (AOSHIM_SERVE=1), one pool: no policy
     holds more than the granule and the slabs cost on a step this small
     (5%)."""
     path = data("train-step-pytorch")

@@ -202,6 +202,32 @@ Test(plan, an_exposed_part_with_granule_handles)
     cr_assert_lt(p.exposed_ns, whole.exposed_ns);
 }
 
+// Serving (fine_handles), the program's own allocations in the backward
+// wait for the memory the layers before free: the host issues a reload only
+// once the backward before it has begun on the GPU. A reload longer than
+// the backward left after that is exposed at distance 1 (with the host
+// ahead, the model saw it hidden), and hidden deeper: the plan goes deeper.
+Test(plan, serving_issues_reloads_as_the_backward_goes)
+{
+    // 100 MiB at 20 GB/s: 5.2 ms each way; a layer's backward 1 ms.
+    ao_plan_in_t in = step(500000, 20, W + N * T - T);
+    ao_plan_t ahead, synced, deeper, p;
+    ao_plan_predict(&in, 1, 1, &ahead);
+    in.fine_handles = true;
+    ao_plan_predict(&in, 1, 1, &synced);
+    ao_plan_predict(&in, 1, 4, &deeper);
+    cr_log_info("exposed at distance 1: %llu ns with the host ahead, %llu with it synced; at 4: "
+                "%llu",
+                (unsigned long long)ahead.exposed_ns, (unsigned long long)synced.exposed_ns,
+                (unsigned long long)deeper.exposed_ns);
+    cr_assert_gt(synced.exposed_ns, ahead.exposed_ns + 1000000);
+    cr_assert_lt(deeper.exposed_ns + 1000000, synced.exposed_ns);
+    ao_plan_make(&in, &p);
+    cr_assert(p.budget_met);
+    cr_assert_gt(p.prefetch, 1);
+    cr_assert_lt(p.exposed_ns, synced.exposed_ns);
+}
+
 // A copy the steps saw still running when its reload came (late_d): no plan
 // offloads that layer, or one after it, at that prefetch distance or more.
 Test(plan, a_copy_seen_late_is_not_planned_again)
