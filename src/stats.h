@@ -29,6 +29,8 @@
     X(OFFLOADED_BUFFERS, "buffers offloaded")                                                      \
     X(LAYERS_OFFLOADED, "layer offloads")                                                          \
     X(COPIES_SKIPPED, "buffers freed before their copy")                                           \
+    X(EARLY_COPY_BYTES, "bytes whose copy out started at their layer's end")                       \
+    X(EARLY_COPIED_AGAIN, "buffers copied out early and again: used before their release point")   \
     X(OFFLOADS_CANCELLED, "offloads cancelled by an early reload")                                 \
     X(PREFETCH_MISSED, "reloads issued late, at the layer's own backward")                         \
     X(PREFETCH_EVICTED, "prefetched layers given back when the program ran out of memory")         \

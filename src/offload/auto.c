@@ -447,6 +447,7 @@ void ao_auto_step(void)
         .h2d = link_bw(ao_auto.h2d_bytes, ao_auto.h2d_ns),
         .late_d = ao_auto.late_d,
         .fine_handles = ao_vmm.fine,
+        .early_copy = ao_early_copies(),
     };
     ao_stat_step_reset();
     // The plan made when the shapes changed came from estimates: this one,
@@ -528,6 +529,7 @@ static void plan_reshape(int layer, uint64_t saved, uint64_t was, uint64_t held,
         .d2h = link_bw(ao_auto.d2h_bytes, ao_auto.d2h_ns),
         .h2d = link_bw(ao_auto.h2d_bytes, ao_auto.h2d_ns),
         .fine_handles = ao_vmm.fine,
+        .early_copy = ao_early_copies(),
     };
     plan_take(&in, true);
 }

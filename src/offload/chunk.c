@@ -25,7 +25,10 @@ void ao_chunk_set(ao_chunk_t *c, ao_state_t st)
     // the reload is long done), so that the order is the GPU's and not only
     // that of the host thread that saw it complete.
     uint8_t g = AO_GS_AWAY;
-    if ((st == AO_RESIDENT && !c->reloaded) || (st == AO_OFFLOADING && !c->scope->release_recorded))
+    if (st == AO_RESIDENT && c->watched)
+        g = AO_GS_AWAY; // every use through the engine until its release point
+    else if ((st == AO_RESIDENT && !c->reloaded) ||
+             (st == AO_OFFLOADING && !c->scope->release_recorded))
         g = AO_GS_RESIDENT;
     else if ((st == AO_RELOADING || st == AO_RESIDENT) && c->safe_stream)
         g = AO_GS_STREAM;
@@ -272,11 +275,12 @@ static ao_chunk_t *chunk_alloc(void)
     // A recycled chunk may still be read by a scan: its safe_stream (already
     // NULL since chunk_recycle) is not part of the plain clear. Its
     // generation survives too, so that pins of its earlier lives stay stale.
-    unsigned gen = c->gen;
+    unsigned gen = c->gen, waive_gen = __atomic_load_n(&c->waive_gen, __ATOMIC_RELAXED);
     memset(c, 0, offsetof(ao_chunk_t, safe_stream));
     memset((char *)c + offsetof(ao_chunk_t, safe_stream) + sizeof c->safe_stream, 0,
            sizeof *c - offsetof(ao_chunk_t, safe_stream) - sizeof c->safe_stream);
     c->gen = gen;
+    __atomic_store_n(&c->waive_gen, waive_gen + 1, __ATOMIC_SEQ_CST);
     return c;
 }
 

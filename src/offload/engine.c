@@ -83,23 +83,170 @@ void ao_host_slots_free(ao_chunk_t *c)
         }
 }
 
-// The chunk's host slots are being filled by copies queued on the offload
-// stream: give them back once the stream is past them.
+// A host slot being filled by copies queued on the offload stream: given
+// back once the stream is past them.
+static void defer_host_slot(ao_buffer_t *b)
+{
+    ao_deferred_t *d = calloc(1, sizeof *d);
+    if (d) {
+        d->host = b->host;
+        d->host_size = b->size;
+        d->ev[d->nev++] = ao_ev_record(ao_eng.d2h, false);
+        ao_defer(d);
+    } else {
+        WARN_ONCE("out of host memory: a pinned slot is not reused");
+    }
+    b->host = NULL;
+}
+
 static void defer_host_slots(ao_chunk_t *c)
 {
-    for (ao_buffer_t *b = c->buffers; b; b = b->next) {
-        if (!b->host) continue;
-        ao_deferred_t *d = calloc(1, sizeof *d);
-        if (d) {
-            d->host = b->host;
-            d->host_size = b->size;
-            d->ev[d->nev++] = ao_ev_record(ao_eng.d2h, false);
-            ao_defer(d);
-        } else {
-            WARN_ONCE("out of host memory: a pinned slot is not reused");
-        }
-        b->host = NULL;
+    for (ao_buffer_t *b = c->buffers; b; b = b->next)
+        if (b->host) defer_host_slot(b);
+}
+
+// --- early copies ----------------------------------------------------------------------------
+// A layer's copy out starts at its release point, the next layer's end:
+// that layer may still write the outputs it reads (a fused residual update,
+// an in-place set). But only the outputs: the layer's other saved buffers
+// are final at its own end. So the buffers the next layer did not use in
+// the last step are copied at the layer's end, a layer earlier on the link
+// (train_step --pytorch served, under a budget: layer 0's copy out began
+// 1.4 ms into a step whose peak came at 5.5, and the forward stopped for
+// it). From the layer's end to its release point its chunks are watched:
+// every use goes through the engine (touch.c), which makes a stream that
+// uses a buffer copied early wait for that copy on the GPU (it may write)
+// and copies the buffer again at the release point; and the step learns
+// which buffers the next layer uses (LEARN_TOUCHED), which do not go early
+// in the next. Not in the first step (the layer count unknown), for a
+// schedule that copies later than the release point, or under
+// AOSHIM_CHECK.
+static bool layer_selected(int layer);
+
+static bool early_ok(const ao_scope_t *s)
+{
+    const int l = s->layer;
+    return ao_early_copies() && ao_eng.nlayers > 0 && !s->recompute && !s->passthrough &&
+           l < AO_MAX_LAYERS && ao_sched_now.layer[l].copy_at == l + 1 &&
+           ao_sched_now.layer[l].offload;
+}
+
+bool ao_early_copies(void)
+{
+    return !ao_eng.manual && !ao_config.check;
+}
+
+static bool early_chunk(const ao_chunk_t *c)
+{
+    return c->state == AO_RESIDENT && c->mapped && c->nlive && !c->stays && !c->graph_pins &&
+           !c->retiring && !chunk_has_kept(c);
+}
+
+// At the layer's end, before last step's record of it goes: the buffers to
+// copy early (those the same layer made last step, of the same size, that
+// no later layer used before the release point, and that lived on).
+static void early_choose(ao_scope_t *s)
+{
+    const ao_learn_t *p = s->plan;
+    if (!p || !early_ok(s)) return;
+    for (ao_chunk_t *c = s->chunks; c; c = c->next)
+        for (ao_buffer_t *b = c->buffers; b && early_chunk(c); b = b->next)
+            b->early = !b->freed && !b->kept && b->seq < p->n && p->size[b->seq] == b->size &&
+                       !(p->flags[b->seq] & (LEARN_TOUCHED | LEARN_GONE | LEARN_TEMP));
+}
+
+// The copies of the buffers chosen, and the watch of the layer's chunks.
+static void early_start(ao_scope_t *s)
+{
+    bool watch = early_ok(s) && layer_selected(s->layer);
+    for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+        c->watched = watch && early_chunk(c);
+        for (ao_buffer_t *b = c->buffers; b; b = b->next)
+            b->early = b->early && c->watched;
+        if (c->watched) ao_chunk_set(c, AO_RESIDENT);
     }
+    if (!watch) return;
+    // Every launch checked before the watch has enqueued, then slots.
+    ao_scan_quiesce();
+    uint64_t bytes = 0;
+    for (ao_chunk_t *c = s->chunks; c; c = c->next)
+        for (ao_buffer_t *b = c->buffers; b; b = b->next) {
+            if (!b->early) continue;
+            if (ao_host_alloc(b->size, &b->host) != AO_HOST_OK) {
+                b->host = NULL;
+                b->early = false; // copied at the release point, or kept then
+                continue;
+            }
+            bytes += b->size;
+        }
+    if (!bytes) return;
+    // After every use enqueued so far, on every stream (the layer's writes
+    // come before its end), and after the reloads that read host slots.
+    ao_gpu_wait(ao_eng.d2h, ao_eng.last_reload);
+    for (int i = -1; i < ao_eng.nstreams; i++) {
+        CUstream st = i < 0 ? s->stream : ao_eng.streams[i];
+        if (i >= 0 && st == s->stream) continue;
+        CUevent e = ao_ev_record(st, false); // none: the host waited for st
+        ao_gpu_wait(ao_eng.d2h, e);
+        ao_event_put(e, false);
+    }
+    CUevent t0 = ao_ev_record(ao_eng.d2h, true);
+    bytes = 0;
+    for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+        bool any = false;
+        for (ao_buffer_t *b = c->buffers; b; b = b->next) {
+            if (!b->early) continue;
+            if (ao_real.cuMemcpyDtoHAsync_v2(b->host, b->addr, b->size, ao_eng.d2h) !=
+                CUDA_SUCCESS) {
+                ao_host_free(b->host, b->size); // nothing was queued into it
+                b->host = NULL;
+                b->early = false; // copied at the release point
+                continue;
+            }
+            bytes += b->size;
+            any = true;
+        }
+        if (!any) continue;
+        // The copies read the chunk: a release waits for them (ao_chunk_retire).
+        ao_event_put(c->ev_copy, false);
+        c->ev_copy = ao_ev_record(ao_eng.d2h, false);
+        if (!c->ev_copy) c->free_unordered = true; // (no event: see ao_free_events_done)
+    }
+    if (!bytes) {
+        ao_event_put(t0, true);
+        return;
+    }
+    ao_timed_add(t0, ao_ev_record(ao_eng.d2h, true), AO_REC_D2H, s->layer, s->mb, bytes);
+    ao_rec_early_copy(s->layer, s->mb);
+    ao_stat_add(AO_STAT_EARLY_COPY_BYTES, (int64_t)bytes);
+}
+
+// A watched chunk that is not copied out at its release point (the schedule
+// passed it over, its backward came first, no host memory): its early copies
+// still read it, so a stream that uses it next waits for them once (as after
+// a cancelled offload), and their host slots go back once they are done.
+static void early_undo(ao_chunk_t *c)
+{
+    if (!c->watched) return;
+    c->watched = false;
+    bool any = false;
+    for (ao_buffer_t *b = c->buffers; b; b = b->next) {
+        if (!b->early) continue;
+        any = true;
+        b->early = b->dirty = false;
+        if (b->host) defer_host_slot(b);
+    }
+    if (any) {
+        ao_set_safe_stream(c, NULL);
+        c->reloaded = true;
+    }
+    ao_chunk_set(c, c->state);
+}
+
+static void early_undo_scope(ao_scope_t *s)
+{
+    for (ao_chunk_t *c = s->chunks; c; c = c->next)
+        early_undo(c);
 }
 
 // Copy a chunk out: every live buffer gets a host slot, or none is copied
@@ -118,10 +265,11 @@ static bool offload_prepare(ao_chunk_t *c)
         return false;
     }
     for (ao_buffer_t *b = c->buffers; b; b = b->next) {
-        if (b->freed) continue;
+        if (b->freed || b->early) continue; // an early copy's slot is taken
         int h = ao_host_alloc(b->size, &b->host);
         if (h == AO_HOST_OK) continue;
         b->host = NULL;
+        early_undo(c);
         ao_host_slots_free(c);
         if (h == AO_HOST_LIMIT) {
             ao_stat_add(AO_STAT_KEPT_HOST_LIMIT, c->nlive);
@@ -135,12 +283,23 @@ static bool offload_prepare(ao_chunk_t *c)
     return true;
 }
 
-// Queue a prepared chunk's copies on the offload stream.
-static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
+// Queue a prepared chunk's copies on the offload stream; the bytes that go
+// (*now: those copied now, not at the layer's end).
+static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers, uint64_t *now)
 {
     uint64_t bytes = 0;
     for (ao_buffer_t *b = c->buffers; b; b = b->next) {
         if (b->freed) continue;
+        bool again = b->early && b->dirty;
+        if (b->early && !b->dirty) { // copied at the layer's end, unused since
+            b->early = false;
+            bytes += b->size;
+            (*buffers)++;
+            ao_stat_add(AO_STAT_OFFLOADED_BUFFERS, 1);
+            continue;
+        }
+        b->early = b->dirty = false;
+        if (again) ao_stat_add(AO_STAT_EARLY_COPIED_AGAIN, 1);
         if (ao_real.cuMemcpyDtoHAsync_v2(b->host, b->addr, b->size, ao_eng.d2h) != CUDA_SUCCESS) {
             // The chunk must stay: the copies queued before this one still
             // run, and their slots are freed once the offload stream is past.
@@ -149,6 +308,7 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers)
             return 0;
         }
         bytes += b->size;
+        *now += b->size;
         (*buffers)++;
         ao_stat_add(AO_STAT_OFFLOADED_BUFFERS, 1);
     }
@@ -258,12 +418,16 @@ void ao_offload(ao_scope_t *s)
     s->offload_pending = false;
     if (!(ao_eng.manual ? s->wanted : layer_selected(s->layer))) {
         s->skipped = true;
+        early_undo_scope(s);
         return;
     }
     if (!ao_eng.manual && ao_sched_now.min_held) measuring_catch_up(s);
     bool any = false;
-    for (ao_chunk_t *c = s->chunks; c; c = c->next)
-        any |= c->prepared = offload_prepare(c);
+    for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+        c->prepared = offload_prepare(c);
+        if (!c->prepared) early_undo(c);
+        any |= c->prepared;
+    }
     if (!any) return;
     ao_event_put(s->ev_release, false);
     s->ev_release = ao_ev_record(s->stream, false);
@@ -272,7 +436,13 @@ void ao_offload(ao_scope_t *s)
     // then take a point on every stream: the copies and the release wait for
     // all of them.
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
-        if (c->prepared) ao_chunk_set(c, AO_OFFLOADING);
+        if (c->prepared) {
+            // A launch that the engine let use the chunk as it was (a watched
+            // chunk's use) and has not enqueued yet checks it again.
+            __atomic_fetch_add(&c->waive_gen, 1, __ATOMIC_SEQ_CST);
+            c->watched = false;
+            ao_chunk_set(c, AO_OFFLOADING);
+        }
     ao_scan_quiesce();
     ao_gpu_wait(ao_eng.d2h, s->ev_release);
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
@@ -286,17 +456,20 @@ void ao_offload(ao_scope_t *s)
     // follow the copies back on the GPU, whichever host thread freed them.
     ao_gpu_wait(ao_eng.d2h, ao_eng.last_reload);
     CUevent t0 = ao_ev_record(ao_eng.d2h, true);
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, now = 0; // (those copied early were timed then)
     unsigned buffers = 0;
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
-        if (c->prepared) bytes += offload_chunk(c, &buffers), c->prepared = false;
+        if (c->prepared) bytes += offload_chunk(c, &buffers, &now), c->prepared = false;
     if (!bytes) {
         ao_event_put(t0, true);
         return;
     }
     ao_event_put(s->ev_copied, false);
     s->ev_copied = ao_ev_record(ao_eng.d2h, false);
-    ao_timed_add(t0, ao_ev_record(ao_eng.d2h, true), AO_REC_D2H, s->layer, s->mb, bytes);
+    if (now)
+        ao_timed_add(t0, ao_ev_record(ao_eng.d2h, true), AO_REC_D2H, s->layer, s->mb, now);
+    else
+        ao_event_put(t0, true);
     ao_rec_offload(s->layer, s->mb, buffers, bytes);
     ao_stat_add(AO_STAT_LAYERS_OFFLOADED, 1);
     s->state = AO_OFFLOADING;
@@ -324,7 +497,7 @@ static void release_point(int mb, const ao_scope_t *except)
         if (s->mb == mb && s != except && s->offload_pending) {
             int at = ao_sched_now.layer[s->layer].copy_at;
             if (!except)
-                s->offload_pending = false;
+                s->offload_pending = false, early_undo_scope(s);
             else if (ao_eng.manual ? !s->wanted : ao_eng.nlayers == 0)
                 s->release_passed = true;
             else if (ao_eng.manual || at <= s->layer + 1 || at <= except->layer)
@@ -699,6 +872,7 @@ int ao_engine_layer_end(int layer)
                 s->rec.saved += b->rsize;
         }
     if (s->rec.saved > ao_eng.max_saved) ao_eng.max_saved = s->rec.saved;
+    early_choose(s);
     if (s->passthrough) { // nothing tracked: what was learned when it was stays
         ao_learn_free(&s->rec);
     } else {
@@ -720,6 +894,7 @@ int ao_engine_layer_end(int layer)
     // release point, where their copies out start. This one waits for its own.
     release_point(s->mb, s);
     s->offload_pending = true;
+    early_start(s);
     return ao_engine_leave(0);
 }
 
@@ -861,6 +1036,7 @@ int ao_engine_step_end(void)
         if (ao_eng.fwd_ran[i]) memset(ao_eng.fwd_ran[i], 0, AO_MAX_LAYERS / 8);
     }
     for (ao_scope_t *s = ao_eng.scopes; s; s = s->next) {
+        if (s->offload_pending) early_undo_scope(s);
         s->offload_pending = false;
         s->ended = true;
     }

@@ -108,12 +108,16 @@ void ao_engine_graph_cloned(CUgraph from, CUgraph clone);
 // The stream a reloading chunk is already safe on (see scan.h).
 CUstream ao_engine_safe_stream(const void *chunk);
 // The engine's slow path for one word the fast check did not clear: on
-// return the launch may use it (the chunk is returned for the waiver), or
+// return the launch may use it (the chunk is returned for the waiver, *gen
+// its waive_gen then), or
 // ao_scan_failed is set and the launch must not be issued. stale (NULL: a
 // copy's range, always acted on): p is in a chunk but in no live buffer of
 // it, a word the launch cannot use (scan.h, leftover words): *stale is set
 // and nothing is done.
-const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *stale);
+const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *stale,
+                            unsigned *gen);
+// The chunk's waive_gen (a launch's waiver of it holds while unchanged).
+unsigned ao_engine_waive_gen(const void *chunk);
 
 // At exit, after the report: give back what aoshim holds on the device and
 // in pinned host memory, when the driver is still there; never hangs. From

@@ -7,6 +7,7 @@ int ao_capturing;
 int ao_scan_busy[AO_SCAN_SLOTS];
 AO_TLS int ao_scan_slot;
 AO_TLS const void *ao_scan_waived[8];
+AO_TLS unsigned ao_scan_waived_gen[8];
 AO_TLS int ao_scan_nwaived;
 AO_TLS bool ao_scan_failed;
 

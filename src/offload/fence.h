@@ -32,6 +32,7 @@ void ao_capture_ended(void);
 extern int ao_scan_busy[AO_SCAN_SLOTS];
 extern AO_TLS int ao_scan_slot; // 1 + index, 0 until first use
 extern AO_TLS const void *ao_scan_waived[8];
+extern AO_TLS unsigned ao_scan_waived_gen[8]; // the chunk's waive_gen when waived
 // Set when the engine could not make something the work touches safe (a
 // reload that found no device memory): the hook then refuses the work with
 // an error instead of letting it touch unmapped memory (hook.h, CHECKED).
@@ -55,10 +56,11 @@ static inline void ao_scan_end(void)
 // The engine: wait until no thread is between its check and its enqueue.
 void ao_scan_quiesce(void);
 
-static inline bool ao_scan_is_waived(const void *chunk)
+// gen: the chunk's waive_gen now (the engine's, read by the scan).
+static inline bool ao_scan_is_waived(const void *chunk, unsigned gen)
 {
     for (int i = 0; i < ao_scan_nwaived; i++)
-        if (ao_scan_waived[i] == chunk) return true;
+        if (ao_scan_waived[i] == chunk && ao_scan_waived_gen[i] == gen) return true;
     return false;
 }
 

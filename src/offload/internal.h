@@ -61,6 +61,9 @@ typedef struct ao_buffer_s {
     unsigned seq; // allocation number within its scope
     int site;     // the report's call site, -1 if none
     bool kept, freed;
+    // Copied out at its layer's end, before its release point (engine.c,
+    // early copies); dirty: touched since, so copied again there.
+    bool early, dirty;
     struct ao_buffer_s *next;
 } ao_buffer_t;
 
@@ -87,6 +90,10 @@ struct ao_chunk_s {
     // pin set (graph pins below) naming it with this generation.
     unsigned graph_pins;
     unsigned gen;  // bumped at each recycle: a pin of an earlier life is stale
+    // Bumped as it goes away at its release point (ao_offload): a launch's
+    // waiver of it from before (fence.h; touch.c made it safe as it was)
+    // no longer holds. Kept across recycles, as gen.
+    unsigned waive_gen;
     bool reloaded; // came back this step: another stream must wait for that once
     // Brought back ahead of its backward (prefetch) and untouched since: its
     // host copy is kept, so the memory can be taken back when the program
@@ -95,7 +102,12 @@ struct ao_chunk_s {
     bool prepared;   // host slots taken, copies about to be queued
     bool stays;      // the part of a layer the schedule keeps on the device
     bool split;      // a chunk of a layer offloaded in part (stays or not): sizes the pool lacks
-    CUevent ev_copy; // after the copies of a cancelled offload, still reading it
+    CUevent ev_copy; // after copies still reading it (a cancelled offload, early copies)
+    // From its layer's end to its release point every use goes through the
+    // engine (touch.c): the early copies' buffers a use may write are
+    // copied again, and the next step learns which buffers the next layer
+    // uses (LEARN_TOUCHED).
+    bool watched;
     // Frees that the scope's own stream does not order (another stream's
     // cudaFreeAsync, a cudaFree): their events, which any release waits for.
     int nfree_ev;
@@ -111,7 +123,9 @@ struct ao_chunk_s {
 // whether it was a temporary (freed inside the layer) or kept.
 // LEARN_GONE: tracked, but freed after its layer ended and before its copy
 // out started (a later layer consumed it): offloading it saves nothing.
-enum { LEARN_TEMP = 1, LEARN_KEPT = 2, LEARN_GONE = 4 };
+// LEARN_TOUCHED: used after its layer ended and before its release point
+// (the next layer reads it): its copy out does not start early.
+enum { LEARN_TEMP = 1, LEARN_KEPT = 2, LEARN_GONE = 4, LEARN_TOUCHED = 8 };
 typedef struct ao_learn_s {
     unsigned n;
     uint64_t saved; // bytes (rounded) alive at layer_end in tracked chunks
@@ -325,6 +339,10 @@ void ao_host_slots_free(ao_chunk_t *c);
 int ao_engine_leave(int rc);
 void ao_offload(ao_scope_t *s);
 bool ao_offloads_nothing(void);
+// Layers' copies out start at their own end where they can (engine.c).
+bool ao_early_copies(void);
+// Layers' copies out start at their own end where they can (engine.c).
+bool ao_early_copies(void);
 void ao_release_sync(const ao_scope_t *s);
 int ao_reload(ao_scope_t *s, bool missed, bool prefetch);
 void ao_sched_update(void);

@@ -149,7 +149,7 @@ void ao_plan_predict_part(const ao_plan_in_t *in, int k, int d, uint64_t part, a
     }
     // Per scope: what it saves (b), what its copy moves (a: all of it, or
     // part of the last layer's; nothing for the last layer), its times.
-    double *b = malloc((size_t)(6 * n + 6 * S + M) * sizeof *b);
+    double *b = malloc((size_t)(6 * n + 7 * S + M) * sizeof *b);
     int *ql = malloc((size_t)(2 * S) * sizeof *ql);
     bool *flags = calloc((size_t)(3 * S), sizeof *flags);
     if (!b || !ql || !flags) {
@@ -158,7 +158,7 @@ void ao_plan_predict_part(const ao_plan_in_t *in, int k, int d, uint64_t part, a
     }
     double *a = b + n, *stay = a + n, *all = stay + n, *f = all + n, *bw_ns = f + n;
     double *back_at = bw_ns + n, *copied = back_at + S, *qt = copied + S, *qb = qt + 2 * S;
-    double *fend = qb + 2 * S;
+    double *fend = qb + 2 * S, *lend = fend + M; // lend: a scope's forward end
     bool *gone = flags, *back = flags + 2 * S;
     double compute = 0;
     for (int l = 0; l < n; l++) {
@@ -184,7 +184,8 @@ void ao_plan_predict_part(const ao_plan_in_t *in, int k, int d, uint64_t part, a
     // the layer's memory must wait for a release. Once the pool is full each
     // layer's memory waits for a copy out: a link slower than the forward
     // paces the forward (exposed time). Layer l-1's copy starts at its
-    // release point, the end of layer l, after the copies before it.
+    // release point, the end of layer l, or with early copies at its own
+    // end, after the copies before it; its memory goes after both.
     // Backward of layer L: the host reloads L, L-1 (needed now) and L-2 ..
     // L-1-d (prefetch), each into memory got as in the forward, so reloads
     // run as far ahead as the pool and the link let them (a model that
@@ -211,11 +212,14 @@ void ao_plan_predict_part(const ao_plan_in_t *in, int k, int d, uint64_t part, a
             if (l == n - 1) fend[mb] = cc;
             copied[id] = back_at[id] = 0;
             back[id] = a[l] <= 0;
+            // Layer l-1's copy starts at its release point (this layer's
+            // end), or early at its own end; its memory goes after both.
             if (l >= 1 && a[l - 1] > 0) {
-                d2h = max2(d2h, gpu) + a[l - 1] / bw(in->d2h);
+                d2h = max2(d2h, in->early_copy ? lend[id - 1] : gpu) + a[l - 1] / bw(in->d2h);
                 copied[id - 1] = d2h;
-                push(&m.copies, id - 1, d2h, a[l - 1]);
+                push(&m.copies, id - 1, max2(d2h, gpu), a[l - 1]);
             }
+            lend[id] = gpu;
             continue;
         }
         for (int j = l; j >= l - 1 - d && j >= 0; j--) {

@@ -76,6 +76,10 @@ typedef struct ao_plan_in_s {
     // a layer then costs the engine what the model says, and is chosen
     // wherever it exposes less copy time than the whole layer.
     bool fine_handles;
+    // A layer's copy out starts at its own end, not at its release point (the
+    // engine's early copies: its buffers the next layer does not use); its
+    // memory still goes only after the release point.
+    bool early_copy;
 } ao_plan_in_t;
 
 typedef struct ao_plan_s {

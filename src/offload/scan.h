@@ -63,10 +63,14 @@ const ao_layout_t *ao_layout_get(const void *fn, int kind);
 static inline void ao_scan_slow(uint64_t w, CUstream s, const char *what, bool *stale)
 {
     ao_scan_end();
-    const void *c = ao_engine_touch(w, s, what, stale);
+    unsigned gen = 0;
+    const void *c = ao_engine_touch(w, s, what, stale, &gen);
     int i = ao_scan_slot - 1;
     __atomic_fetch_add(&ao_scan_busy[i], 1, __ATOMIC_SEQ_CST);
-    if (c && ao_scan_nwaived < 8) ao_scan_waived[ao_scan_nwaived++] = c;
+    if (c && ao_scan_nwaived < 8) {
+        ao_scan_waived_gen[ao_scan_nwaived] = gen;
+        ao_scan_waived[ao_scan_nwaived++] = c;
+    }
 }
 
 // --- leftover words ----------------------------------------------------------------------------
@@ -154,9 +158,13 @@ static inline bool ao_word_ok(uint64_t w, CUstream s)
     uint64_t i = off >> ao_vmm.shift;
     uint8_t st = ao_granule_state(ao_vmm.state, i);
     const void *owner = ao_granule_owner(i); // after the state: see above
-    if (__atomic_load_n(&ao_capturing, __ATOMIC_RELAXED)) return ao_scan_is_waived(owner);
+    // A waiver holds while the chunk has not gone away since (its
+    // waive_gen, loaded after this thread's busy mark: as the state above).
+    if (__atomic_load_n(&ao_capturing, __ATOMIC_RELAXED))
+        return ao_scan_is_waived(owner, ao_engine_waive_gen(owner));
     if (st <= AO_GS_RESIDENT) return true;
-    return (st == AO_GS_STREAM && ao_engine_safe_stream(owner) == s) || ao_scan_is_waived(owner);
+    return (st == AO_GS_STREAM && ao_engine_safe_stream(owner) == s) ||
+           ao_scan_is_waived(owner, ao_engine_waive_gen(owner));
 }
 
 // Check a launch's parameters (args: one pointer per parameter; or packed:

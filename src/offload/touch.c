@@ -36,15 +36,44 @@ static bool stream_capturing(CUstream s, uint64_t *id)
 // cannot wait on an event recorded outside its capture, so there the host
 // waits for the reload, and the chunk stays on the device as long as a graph
 // made from the capture may replay the work (graph pins).
-// Whether p lies in a buffer of c the program has not freed.
-static bool in_live_buffer(const ao_chunk_t *c, CUdeviceptr p)
+// The buffer of c the program has not freed that p lies in, if any.
+static ao_buffer_t *live_buffer(const ao_chunk_t *c, CUdeviceptr p)
 {
-    for (const ao_buffer_t *b = c->buffers; b; b = b->next)
-        if (!b->freed && p - b->addr < b->rsize) return true;
-    return false;
+    for (ao_buffer_t *b = c->buffers; b; b = b->next)
+        if (!b->freed && p - b->addr < b->rsize) return b;
+    return NULL;
 }
 
-const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *stale)
+static bool in_live_buffer(const ao_chunk_t *c, CUdeviceptr p)
+{
+    return live_buffer(c, p) != NULL;
+}
+
+// A use of a watched chunk, between its layer's end and its release point
+// (engine.c, early copies): the step learns that the buffer is used then;
+// one copied early is copied again at the release point, and stream s
+// waits for its copy first (the use may write it; captured work cannot
+// wait on an event from outside its capture: the host waits).
+static void watched_use(ao_chunk_t *c, CUdeviceptr p, CUstream s, bool capturing)
+{
+    ao_buffer_t *b = live_buffer(c, p);
+    if (!b) return;
+    ao_learn_t *l = &ao_eng.learned[c->scope->layer];
+    if (b->seq < l->n) l->flags[b->seq] |= LEARN_TOUCHED;
+    if (!b->early || b->dirty) return;
+    b->dirty = true;
+    if (capturing)
+        ao_ev_wait(c->ev_copy);
+    else
+        ao_gpu_wait(s, c->ev_copy);
+}
+
+unsigned ao_engine_waive_gen(const void *chunk)
+{
+    return chunk ? __atomic_load_n(&((const ao_chunk_t *)chunk)->waive_gen, __ATOMIC_SEQ_CST) : 0;
+}
+
+const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *stale, unsigned *gen)
 {
     if (ao_engine_off) return NULL;
     pthread_mutex_lock(&ao_eng.mu);
@@ -62,6 +91,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *s
     uint64_t capture;
     bool capturing = stream_capturing(s, &capture), late = false;
     ao_unprefetch(c); // used from now on: never taken back
+    if (c->watched && c->state == AO_RESIDENT) watched_use(c, p, s, capturing);
     if (c->state == AO_OFFLOADING && (capturing || sc->release_recorded)) {
         // Past its release point, or wanted by a graph: keep it (the device
         // copy is intact). Before its release point any launch may use it.
@@ -114,6 +144,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *s
                   "launch waits for it on the GPU (counted in the summary)",
                   what, sc->layer, sc->mb);
     }
+    *gen = c->waive_gen;
     pthread_mutex_unlock(&ao_eng.mu);
     return c;
 }

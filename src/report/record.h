@@ -25,6 +25,9 @@ void ao_rec_interval(int kind, int layer, int mb, uint64_t bytes, uint64_t gpu_s
 // Copies issued for a layer: out (offload) or back (reload; missed: the
 // prefetch had not asked for it before its own backward).
 void ao_rec_offload(int layer, int mb, unsigned buffers, uint64_t bytes);
+// A layer's early copies (engine.c) issued at its end: a copy of its own,
+// timed apart; the bytes count with the layer's offload at its release point.
+void ao_rec_early_copy(int layer, int mb);
 void ao_rec_reload(int layer, int mb, unsigned buffers, uint64_t bytes, bool missed);
 // A kernel needed an offloaded buffer outside the schedule (safety net).
 void ao_rec_late_reload(int layer, int mb, const char *kernel);

@@ -108,6 +108,7 @@ typedef struct ao_rec_s {
     uint32_t nspans, spans_cap;
     uint64_t spans_dropped;
     uint64_t issued[2], timed[2]; // offload (0) and reload (1) copies: issued, timed by now
+    uint64_t early;               // of the offload copies issued, those at a layer's end
     ao_rec_late_t *late;
     uint32_t nlate;
     uint64_t late_dropped;

@@ -169,7 +169,10 @@ static void emit_summary(ao_emitter_t *e)
     ao_emit_val(e, NULL, "d2h_gbps", AO_GBPS(gbps(d2h_b, d2h_ns)));
     ao_emit_val(e, " (", "d2h_bytes_timed", AO_BYTES(d2h_b));
     ao_emit_val(e, " in ", "d2h_ns", AO_NS(d2h_ns));
-    ao_emit_val(e, ")", NULL, AO_STR(""));
+    ao_emit_val(e, "; ", "d2h_bytes_early", AO_BYTES(ao_stat_get(AO_STAT_EARLY_COPY_BYTES)));
+    ao_emit_val(e, " from a layer's end, ", "d2h_buffers_again",
+                AO_U64(ao_stat_get(AO_STAT_EARLY_COPIED_AGAIN)));
+    ao_emit_val(e, " buffers of them copied again)", NULL, AO_STR(""));
     ao_emit_row_end(e);
     ao_emit_row_begin(e, "reload copies (H2D)");
     ao_emit_val(e, NULL, "h2d_gbps", AO_GBPS(gbps(h2d_b, h2d_ns)));
@@ -558,6 +561,7 @@ void ao_report_json(int fd)
     // GPU time (the report never calls CUDA): issued - timed of them.
     ao_emit_json(&e, "offload_copies_issued", AO_U64(R.issued[0]));
     ao_emit_json(&e, "offload_copies_timed", AO_U64(R.timed[0]));
+    ao_emit_json(&e, "offload_copies_early", AO_U64(R.early));
     ao_emit_json(&e, "reload_copies_issued", AO_U64(R.issued[1]));
     ao_emit_json(&e, "reload_copies_timed", AO_U64(R.timed[1]));
     ao_emit_json(&e, "late_reloads_dropped", AO_U64(R.late_dropped));

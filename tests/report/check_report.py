@@ -123,14 +123,16 @@ def check_trace(trace, report):
     # One slice per copy whose GPU time was read; a copy still in flight at
     # the program's last aoshim call has none (the report calls no CUDA).
     # Those must be few: at most the last backward's reloads.
-    if tr["offload_copies_issued"] != s["layer_offloads"] or tr["reload_copies_issued"] != s["layer_reloads"]:
+    # A layer's early copies (at its end) are a copy out of their own.
+    offs = s["layer_offloads"] + tr["offload_copies_early"]
+    if tr["offload_copies_issued"] != offs or tr["reload_copies_issued"] != s["layer_reloads"]:
         fail(f"copies issued {tr['offload_copies_issued']}/{tr['reload_copies_issued']} != summary "
-             f"{s['layer_offloads']}/{s['layer_reloads']}")
+             f"{s['layer_offloads']} + {tr['offload_copies_early']} early/{s['layer_reloads']}")
     if len(off) != tr["offload_copies_timed"] or len(rel) != tr["reload_copies_timed"]:
         fail(f"slices {len(off)}/{len(rel)} != timed copies {tr['offload_copies_timed']}/{tr['reload_copies_timed']}")
-    untimed = (s["layer_offloads"] - len(off)) + (s["layer_reloads"] - len(rel))
+    untimed = (offs - len(off)) + (s["layer_reloads"] - len(rel))
     if untimed < 0 or untimed > MAX_UNTIMED:
-        fail(f"{len(off)} offload and {len(rel)} reload slices for {s['layer_offloads']} offloads and "
+        fail(f"{len(off)} offload and {len(rel)} reload slices for {offs} copies out and "
              f"{s['layer_reloads']} reloads: {untimed} copies without a slice (at most {MAX_UNTIMED})")
     dev = [e["args"]["bytes"] for e in ev if e.get("ph") == "C" and e.get("name") == "device memory"]
     if not dev:
