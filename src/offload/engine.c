@@ -741,20 +741,32 @@ static void choose_part(ao_scope_t *s, uint64_t part)
     unsigned n = 0;
     for (unsigned i = 0; i < p->n; i++) {
         s->stays[i] = 1;
-        if (!p->flags[i]) order[n++] = i; // saved until its copy, tracked (not temporary, not kept)
+        // Saved until its copy, tracked (not temporary, not kept, not gone).
+        if (!(p->flags[i] & (LEARN_TEMP | LEARN_KEPT | LEARN_GONE))) order[n++] = i;
     }
     part_plan = p;
     qsort(order, n, sizeof *order, by_size_desc);
+    // The largest that fit within part, then the smallest one left that
+    // makes up the rest (else the largest left, until part goes): the link
+    // carries little more than the part (train_step --pytorch's layer 0,
+    // a part of 300 MiB: 320 taking the largest until part, 300 now).
     s->part_goes = s->part_stays = 0;
-    for (unsigned i = 0; i < n; i++) {
-        uint64_t r = (p->size[order[i]] + AO_ALIGN - 1) & ~(AO_ALIGN - 1);
-        if (s->part_goes < part) {
-            s->stays[order[i]] = 0;
-            s->part_goes += r;
-        } else {
-            s->part_stays += r;
-        }
+#define RSIZE(i) ((p->size[order[i]] + AO_ALIGN - 1) & ~(uint64_t)(AO_ALIGN - 1))
+    for (unsigned i = 0; i < n; i++)
+        if (s->part_goes + RSIZE(i) <= part) s->stays[order[i]] = 0, s->part_goes += RSIZE(i);
+    while (s->part_goes < part) {
+        unsigned best = n;
+        for (unsigned i = 0; i < n; i++)
+            if (s->stays[order[i]] && RSIZE(i) >= part - s->part_goes) best = i; // smallest last
+        for (unsigned i = 0; i < n && best == n; i++)
+            if (s->stays[order[i]]) best = i; // none makes it up alone: the largest left
+        if (best == n) break;
+        s->stays[order[best]] = 0;
+        s->part_goes += RSIZE(best);
     }
+    for (unsigned i = 0; i < n; i++)
+        if (s->stays[order[i]]) s->part_stays += RSIZE(i);
+#undef RSIZE
     free(order);
 }
 
