@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+// What the driver's virtual-memory calls cost, per call, made as aoshim makes
+// them (src/mem/vmm.c): a range of SIZE backed granule by granule (one
+// cuMemCreate and one cuMemMap per granule, as serving does: AOSHIM_SERVE)
+// against one handle for the whole range (a layer's chunk otherwise), one
+// cuMemSetAccess for the range, and cuMemUnmap of the granules' range in one
+// call and granule by granule. It also says whether the driver unmaps a
+// range made of several mappings in one call: aoshim does, and the simulated
+// GPU accepts it, while cuda.h says only that the range must be "the entire
+// contiguous address range that was mapped".
+//
+// On the simulated GPU the times are the simulator's own CPU time, not the
+// costs it models (tests/sim/drv/core.c): the figures mean something on a
+// real driver, where scripts/gpu-check builds and runs this file. The driver
+// is opened at run time (dlopen, as libaoshim.so does): no link to libcuda.
+//
+//   bench_vmm [MiB]    (256 by default; the best of 3 rounds)
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define FN(name, ...) static CUresult (*name)(__VA_ARGS__)
+FN(p_cuInit, unsigned);
+FN(p_cuDeviceGet, CUdevice *, int);
+FN(p_cuDevicePrimaryCtxRetain, CUcontext *, CUdevice);
+FN(p_cuCtxSetCurrent, CUcontext);
+FN(p_cuMemGetAllocationGranularity, size_t *, const CUmemAllocationProp *,
+   CUmemAllocationGranularity_flags);
+FN(p_cuMemAddressReserve, CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+FN(p_cuMemAddressFree, CUdeviceptr, size_t);
+FN(p_cuMemCreate, CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+   unsigned long long);
+FN(p_cuMemRelease, CUmemGenericAllocationHandle);
+FN(p_cuMemMap, CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+FN(p_cuMemUnmap, CUdeviceptr, size_t);
+FN(p_cuMemSetAccess, CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+
+static void *sym(void *lib, const char *name)
+{
+    void *p = dlsym(lib, name);
+    if (!p) {
+        fprintf(stderr, "bench_vmm: the driver has no %s\n", name);
+        exit(1);
+    }
+    return p;
+}
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            fprintf(stderr, "bench_vmm: %s failed: CUDA error %d\n", #call, (int)r_);              \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static double min2(double a, double b)
+{
+    return a < b ? a : b;
+}
+
+int main(int argc, char **argv)
+{
+    size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 256;
+    if (!mib) {
+        fprintf(stderr, "bench_vmm: the size is a number of MiB above 0\n");
+        return 2;
+    }
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "bench_vmm: no driver (libcuda.so.1): %s\n", dlerror());
+        return 1;
+    }
+    *(void **)&p_cuInit = sym(lib, "cuInit");
+    *(void **)&p_cuDeviceGet = sym(lib, "cuDeviceGet");
+    *(void **)&p_cuDevicePrimaryCtxRetain = sym(lib, "cuDevicePrimaryCtxRetain");
+    *(void **)&p_cuCtxSetCurrent = sym(lib, "cuCtxSetCurrent");
+    *(void **)&p_cuMemGetAllocationGranularity = sym(lib, "cuMemGetAllocationGranularity");
+    *(void **)&p_cuMemAddressReserve = sym(lib, "cuMemAddressReserve");
+    *(void **)&p_cuMemAddressFree = sym(lib, "cuMemAddressFree");
+    *(void **)&p_cuMemCreate = sym(lib, "cuMemCreate");
+    *(void **)&p_cuMemRelease = sym(lib, "cuMemRelease");
+    *(void **)&p_cuMemMap = sym(lib, "cuMemMap");
+    *(void **)&p_cuMemUnmap = sym(lib, "cuMemUnmap");
+    *(void **)&p_cuMemSetAccess = sym(lib, "cuMemSetAccess");
+
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK(p_cuInit(0));
+    CHECK(p_cuDeviceGet(&dev, 0));
+    CHECK(p_cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(p_cuCtxSetCurrent(ctx));
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    size_t g = 0;
+    CHECK(p_cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    const size_t size = (mib << 20) / g * g, n = size / g;
+    if (!n) {
+        fprintf(stderr, "bench_vmm: %zu MiB is less than a granule (%zu bytes)\n", mib, g);
+        return 2;
+    }
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = dev;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CUdeviceptr va;
+    CHECK(p_cuMemAddressReserve(&va, size, 0, 0, 0));
+    CUmemGenericAllocationHandle *h = malloc(n * sizeof *h);
+    if (!h) return 1;
+
+    double create = 1e30, map = 1e30, access = 1e30, unmap_range = 1e30, unmap_each = 1e30,
+           release = 1e30, create1 = 1e30, map1 = 1e30, access1 = 1e30, unmap1 = 1e30,
+           release1 = 1e30;
+    int range_ok = 1;
+    for (int round = 0; round < 3; round++) {
+        // Granule by granule (serving).
+        double t = now_us();
+        for (size_t i = 0; i < n; i++)
+            CHECK(p_cuMemCreate(&h[i], g, &prop, 0));
+        create = min2(create, (now_us() - t) / (double)n);
+        for (int pass = 0; pass < 2; pass++) {
+            t = now_us();
+            for (size_t i = 0; i < n; i++)
+                CHECK(p_cuMemMap(va + i * g, g, 0, h[i], 0));
+            map = min2(map, (now_us() - t) / (double)n);
+            t = now_us();
+            CHECK(p_cuMemSetAccess(va, size, &acc, 1));
+            access = min2(access, now_us() - t);
+            if (pass == 0) { // the granules' range in one call, if the driver takes it
+                t = now_us();
+                CUresult r = p_cuMemUnmap(va, size);
+                double dt = now_us() - t;
+                if (r == CUDA_SUCCESS) {
+                    unmap_range = min2(unmap_range, dt);
+                    continue;
+                }
+                range_ok = 0;
+            }
+            t = now_us();
+            for (size_t i = 0; i < n; i++)
+                CHECK(p_cuMemUnmap(va + i * g, g));
+            unmap_each = min2(unmap_each, (now_us() - t) / (double)n);
+        }
+        t = now_us();
+        for (size_t i = 0; i < n; i++)
+            CHECK(p_cuMemRelease(h[i]));
+        release = min2(release, (now_us() - t) / (double)n);
+
+        // One handle for the range (a layer's chunk beside the pool).
+        CUmemGenericAllocationHandle one;
+        t = now_us();
+        CHECK(p_cuMemCreate(&one, size, &prop, 0));
+        create1 = min2(create1, now_us() - t);
+        t = now_us();
+        CHECK(p_cuMemMap(va, size, 0, one, 0));
+        map1 = min2(map1, now_us() - t);
+        t = now_us();
+        CHECK(p_cuMemSetAccess(va, size, &acc, 1));
+        access1 = min2(access1, now_us() - t);
+        t = now_us();
+        CHECK(p_cuMemUnmap(va, size));
+        unmap1 = min2(unmap1, now_us() - t);
+        t = now_us();
+        CHECK(p_cuMemRelease(one));
+        release1 = min2(release1, now_us() - t);
+    }
+    CHECK(p_cuMemAddressFree(va, size));
+    free(h);
+    // A range of n granules mapped, made accessible and unmapped, served
+    // against one handle: what serving adds per mapping of that size.
+    double served = n * map + access + (range_ok ? unmap_range : n * unmap_each);
+    double whole = map1 + access1 + unmap1;
+    printf("bench_vmm_granule_bytes=%zu\nbench_vmm_range_bytes=%zu\n", g, size);
+    printf("bench_vmm_create_us_per_granule=%.2f\nbench_vmm_create_us_one_handle=%.2f\n", create,
+           create1);
+    printf("bench_vmm_map_us_per_granule=%.2f\nbench_vmm_map_us_one_handle=%.2f\n", map, map1);
+    printf("bench_vmm_set_access_us_granules=%.2f\nbench_vmm_set_access_us_one_handle=%.2f\n",
+           access, access1);
+    printf("bench_vmm_unmap_range_in_one_call=%d\n", range_ok);
+    if (range_ok) printf("bench_vmm_unmap_us_range=%.2f\n", unmap_range);
+    printf("bench_vmm_unmap_us_per_granule=%.2f\nbench_vmm_unmap_us_one_handle=%.2f\n", unmap_each,
+           unmap1);
+    printf("bench_vmm_release_us_per_granule=%.2f\nbench_vmm_release_us_one_handle=%.2f\n", release,
+           release1);
+    printf("bench_vmm_remap_us_granules=%.2f\nbench_vmm_remap_us_one_handle=%.2f\n", served, whole);
+    printf("bench_vmm_remap_granules_over_one_handle=%.2f\n", whole > 0 ? served / whole : 0.0);
+    return 0;
+}
