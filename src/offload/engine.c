@@ -290,25 +290,22 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers, uint64_t *now)
     uint64_t bytes = 0;
     for (ao_buffer_t *b = c->buffers; b; b = b->next) {
         if (b->freed) continue;
-        bool again = b->early && b->dirty;
-        if (b->early && !b->dirty) { // copied at the layer's end, unused since
-            b->early = false;
-            bytes += b->size;
-            (*buffers)++;
-            ao_stat_add(AO_STAT_OFFLOADED_BUFFERS, 1);
-            continue;
-        }
+        // Copied at the layer's end and unused since: its host copy stands.
+        bool copied = b->early && !b->dirty;
+        if (b->early && b->dirty) ao_stat_add(AO_STAT_EARLY_COPIED_AGAIN, 1);
         b->early = b->dirty = false;
-        if (again) ao_stat_add(AO_STAT_EARLY_COPIED_AGAIN, 1);
-        if (ao_real.cuMemcpyDtoHAsync_v2(b->host, b->addr, b->size, ao_eng.d2h) != CUDA_SUCCESS) {
-            // The chunk must stay: the copies queued before this one still
-            // run, and their slots are freed once the offload stream is past.
-            WARN_ONCE("offload copy failed: the layer stays on the device");
-            ao_cancel_chunk(c);
-            return 0;
+        if (!copied) {
+            if (ao_real.cuMemcpyDtoHAsync_v2(b->host, b->addr, b->size, ao_eng.d2h) !=
+                CUDA_SUCCESS) {
+                // The chunk must stay: the copies queued before this one still
+                // run, and their slots are freed once the offload stream is past.
+                WARN_ONCE("offload copy failed: the layer stays on the device");
+                ao_cancel_chunk(c);
+                return 0;
+            }
+            *now += b->size;
         }
         bytes += b->size;
-        *now += b->size;
         (*buffers)++;
         ao_stat_add(AO_STAT_OFFLOADED_BUFFERS, 1);
     }

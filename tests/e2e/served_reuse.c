@@ -27,13 +27,36 @@
 #define SIZE (8u << 20)  // a chunk of its own
 #define SMALL (2u << 20) // in a slab
 
+static cudaStream_t s1, s2;
+static cudaEvent_t ready;
+static char *pat;
+
+// n bytes allocated on s1 and written there, read back into back on reader
+// (after s1's write, by an event, when reader is s2) and freed on reader;
+// then *next allocated on s1 and set to value at once. Returns the freed one.
+static void *read_free_allocate(size_t n, char *back, cudaStream_t reader, void **next, int value)
+{
+    void *p;
+    CHECK(cudaMallocAsync(&p, n, s1));
+    CHECK(cudaMemcpyAsync(p, pat, n, cudaMemcpyHostToDevice, s1));
+    if (reader != s1) {
+        CHECK(cudaEventRecord(ready, s1));
+        CHECK(cudaStreamWaitEvent(reader, ready, 0));
+    }
+    CHECK(cudaMemcpyAsync(back, p, n, cudaMemcpyDeviceToHost, reader));
+    CHECK(cudaFreeAsync(p, reader));
+    CHECK(cudaMallocAsync(next, n, s1));
+    CHECK(cudaMemsetAsync(*next, value, n, s1));
+    return p;
+}
+
 int main(void)
 {
-    cudaStream_t s1, s2;
     CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
     CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
     aoshim_try_set_stream(s1);
-    char *pat, *back, *back2, *back3, *back4;
+    char *back, *back2, *back3, *back4;
     CHECK(cudaMallocHost((void **)&pat, SIZE));
     CHECK(cudaMallocHost((void **)&back, SIZE));
     CHECK(cudaMallocHost((void **)&back2, SIZE));
@@ -48,48 +71,21 @@ int main(void)
     aoshim_try_layer_end(0);
 
     // Same stream: written, read back, freed, allocated again at once.
-    void *c, *d;
-    CHECK(cudaMallocAsync(&c, SIZE, s1));
-    CHECK(cudaMemcpyAsync(c, pat, SIZE, cudaMemcpyHostToDevice, s1));
-    CHECK(cudaMemcpyAsync(back, c, SIZE, cudaMemcpyDeviceToHost, s1));
-    CHECK(cudaFreeAsync(c, s1));
-    CHECK(cudaMallocAsync(&d, SIZE, s1));
-    CHECK(cudaMemsetAsync(d, 0x5a, SIZE, s1));
+    void *d, *c = read_free_allocate(SIZE, back, s1, &d, 0x5a);
     int same = c == d;
 
     // Another stream: allocated on s1, read on s2, freed on s2; then a new
     // allocation on s1 written at once: not the memory s2 still reads.
-    void *e, *f;
-    cudaEvent_t ready;
-    CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    CHECK(cudaMallocAsync(&e, SIZE, s1));
-    CHECK(cudaMemcpyAsync(e, pat, SIZE, cudaMemcpyHostToDevice, s1));
-    CHECK(cudaEventRecord(ready, s1));
-    CHECK(cudaStreamWaitEvent(s2, ready, 0));
-    CHECK(cudaMemcpyAsync(back2, e, SIZE, cudaMemcpyDeviceToHost, s2));
-    CHECK(cudaFreeAsync(e, s2));
-    CHECK(cudaMallocAsync(&f, SIZE, s1));
-    CHECK(cudaMemsetAsync(f, 0x33, SIZE, s1));
+    void *f;
+    read_free_allocate(SIZE, back2, s2, &f, 0x33);
     // A slab (up to 4 MiB, serve.c): g stays live beside h; h, read back
     // and freed on s1, is reused at once by the next of its size on s1 (its
     // space in the slab), after the read in stream order; i, read on s2
     // and freed there, keeps its space until the slab empties.
-    void *g, *h, *h2, *i, *j;
+    void *g, *h2, *j;
     CHECK(cudaMallocAsync(&g, SMALL, s1));
-    CHECK(cudaMallocAsync(&h, SMALL, s1));
-    CHECK(cudaMemcpyAsync(h, pat, SMALL, cudaMemcpyHostToDevice, s1));
-    CHECK(cudaMemcpyAsync(back3, h, SMALL, cudaMemcpyDeviceToHost, s1));
-    CHECK(cudaFreeAsync(h, s1));
-    CHECK(cudaMallocAsync(&h2, SMALL, s1));
-    CHECK(cudaMemsetAsync(h2, 0x11, SMALL, s1));
-    CHECK(cudaMallocAsync(&i, SMALL, s1));
-    CHECK(cudaMemcpyAsync(i, pat, SMALL, cudaMemcpyHostToDevice, s1));
-    CHECK(cudaEventRecord(ready, s1));
-    CHECK(cudaStreamWaitEvent(s2, ready, 0));
-    CHECK(cudaMemcpyAsync(back4, i, SMALL, cudaMemcpyDeviceToHost, s2));
-    CHECK(cudaFreeAsync(i, s2));
-    CHECK(cudaMallocAsync(&j, SMALL, s1));
-    CHECK(cudaMemsetAsync(j, 0x22, SMALL, s1));
+    void *h = read_free_allocate(SMALL, back3, s1, &h2, 0x11);
+    void *i = read_free_allocate(SMALL, back4, s2, &j, 0x22);
     int slab_same = h == h2 && i != j;
     CHECK(cudaDeviceSynchronize());
     CHECK(cudaFreeAsync(g, s1));
