@@ -28,6 +28,10 @@ enum ao_granule_state {
     AO_GS_RESIDENT = 1, // mapped, no copy in flight: any stream may use it
     AO_GS_STREAM = 2,   // being reloaded: safe on the chunk's safe_stream only
     AO_GS_AWAY = 3,     // being copied out, or offloaded: the engine must act
+    // Resident, its copy out may have begun (early copies, engine.c): every
+    // word into it goes to the engine, leftover places too (a write through
+    // one would be lost to the copy).
+    AO_GS_WATCHED = 4,
 };
 
 // Published once: every field is written before ao_vmm_init's release store

@@ -26,7 +26,7 @@ void ao_chunk_set(ao_chunk_t *c, ao_state_t st)
     // that of the host thread that saw it complete.
     uint8_t g = AO_GS_AWAY;
     if (st == AO_RESIDENT && c->watched)
-        g = AO_GS_AWAY; // every use through the engine until its release point
+        g = AO_GS_WATCHED; // every use through the engine until its release point
     else if ((st == AO_RESIDENT && !c->reloaded) ||
              (st == AO_OFFLOADING && !c->scope->release_recorded))
         g = AO_GS_RESIDENT;

@@ -9,6 +9,8 @@ AO_TLS int ao_scan_slot;
 AO_TLS const void *ao_scan_waived[8];
 AO_TLS unsigned ao_scan_waived_gen[8];
 AO_TLS int ao_scan_nwaived;
+AO_TLS ao_scan_word_t ao_scan_watched[AO_SCAN_WATCHED_WORDS];
+AO_TLS int ao_scan_nwatched;
 AO_TLS bool ao_scan_failed;
 
 // Threads past AO_SCAN_SLOTS share slots: the marks are counts.

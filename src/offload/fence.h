@@ -8,6 +8,7 @@
 #define AO_FENCE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "log.h"
 
@@ -40,11 +41,23 @@ extern AO_TLS bool ao_scan_failed;
 extern AO_TLS int ao_scan_nwaived;
 int ao_scan_slot_init(void);
 
+// Words of this launch the engine saw in a watched chunk (scan.h): by
+// place, the chunk and its waive_gen then.
+#define AO_SCAN_WATCHED_WORDS 16
+typedef struct ao_scan_word_s {
+    uint32_t place;
+    unsigned gen;
+    const void *chunk;
+} ao_scan_word_t;
+extern AO_TLS ao_scan_word_t ao_scan_watched[AO_SCAN_WATCHED_WORDS];
+extern AO_TLS int ao_scan_nwatched;
+
 static inline void ao_scan_begin(void)
 {
     int i = ao_scan_slot ? ao_scan_slot - 1 : ao_scan_slot_init();
     __atomic_fetch_add(&ao_scan_busy[i], 1, __ATOMIC_SEQ_CST);
     ao_scan_nwaived = 0;
+    ao_scan_nwatched = 0;
     ao_scan_failed = false;
 }
 

@@ -195,6 +195,25 @@ again:;
             continue;
         }
         if (!capturing && st <= AO_GS_RESIDENT) continue;
+        // A watched chunk (early copies): each word into it goes to the
+        // engine once in this launch, whatever its place. A waiver of the
+        // chunk would let its other words by, each a buffer that may be
+        // written; a leftover place skipped would lose a write through it.
+        // Past AO_SCAN_WATCHED_WORDS such words, the chunk's waiver serves.
+        if (st == AO_GS_WATCHED && ao_scan_nwatched < AO_SCAN_WATCHED_WORDS) {
+            const void *owner = ao_granule_owner(off >> shift);
+            const unsigned gen = ao_engine_waive_gen(owner);
+            bool seen = false;
+            for (int k = 0; k < ao_scan_nwatched && !seen; k++)
+                seen = ao_scan_watched[k].place == i && ao_scan_watched[k].chunk == owner &&
+                       ao_scan_watched[k].gen == gen;
+            if (seen) continue;
+            bool stale = false;
+            ao_scan_slow(w, s, L->name, &stale);
+            ao_scan_watched[ao_scan_nwatched++] = (ao_scan_word_t){i, gen, owner};
+            if (stale) ao_leftover_note(L, i);
+            goto again;
+        }
         // A leftover is not taken for a touch of memory copied out or
         // offloaded. Memory being reloaded, and any a capture sees, still
         // gets its wait or its pin: there a real pointer at such a place

@@ -80,7 +80,16 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *s
     ao_chunk_t *c = ao_vmm_owns(p) ? ao_vmm.owner[ao_vmm_index(p)] : NULL;
     if (c && stale && ao_config.skip_leftovers && !in_live_buffer(c, p)) {
         *stale = true;
-        c = NULL;
+        // A watched chunk is resident: nothing to do for a word into its
+        // freed part, and the chunk is returned, so that a scan past its
+        // watched-word list (scan.h) does not send the word here again.
+        if (!(c->watched && c->state == AO_RESIDENT))
+            c = NULL;
+        else {
+            *gen = c->waive_gen;
+            pthread_mutex_unlock(&ao_eng.mu);
+            return c;
+        }
     }
     if (!c) {
         pthread_mutex_unlock(&ao_eng.mu);
