@@ -225,7 +225,7 @@ static void early_start(ao_scope_t *s)
 // passed it over, its backward came first, no host memory): its early copies
 // still read it, so a stream that uses it next waits for them once (as after
 // a cancelled offload), and their host slots go back once they are done.
-static void early_undo(ao_chunk_t *c)
+void ao_early_undo(ao_chunk_t *c)
 {
     if (!c->watched) return;
     c->watched = false;
@@ -246,7 +246,7 @@ static void early_undo(ao_chunk_t *c)
 static void early_undo_scope(ao_scope_t *s)
 {
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
-        early_undo(c);
+        ao_early_undo(c);
 }
 
 // Copy a chunk out: every live buffer gets a host slot, or none is copied
@@ -269,7 +269,7 @@ static bool offload_prepare(ao_chunk_t *c)
         int h = ao_host_alloc(b->size, &b->host);
         if (h == AO_HOST_OK) continue;
         b->host = NULL;
-        early_undo(c);
+        ao_early_undo(c);
         ao_host_slots_free(c);
         if (h == AO_HOST_LIMIT) {
             ao_stat_add(AO_STAT_KEPT_HOST_LIMIT, c->nlive);
@@ -422,7 +422,7 @@ void ao_offload(ao_scope_t *s)
     bool any = false;
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
         c->prepared = offload_prepare(c);
-        if (!c->prepared) early_undo(c);
+        if (!c->prepared) ao_early_undo(c);
         any |= c->prepared;
     }
     if (!any) return;

@@ -110,11 +110,14 @@ CUstream ao_engine_safe_stream(const void *chunk);
 // The engine's slow path for one word the fast check did not clear: on
 // return the launch may use it (the chunk is returned for the waiver, *gen
 // its waive_gen then), or
-// ao_scan_failed is set and the launch must not be issued. stale (NULL: a
-// copy's range, always acted on): p is in a chunk but in no live buffer of
-// it, a word the launch cannot use (scan.h, leftover words): *stale is set
-// and nothing is done.
-const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *stale,
+// ao_scan_failed is set and the launch must not be issued. n: the bytes from
+// p the work may touch in p's chunk (a word: 1; a copy's range: to its end);
+// 0: any buffer of that chunk (a launch with more words into watched chunks
+// than the scan keeps: the chunk's watch ends). stale (NULL: a copy's range,
+// always acted on): p is in a chunk but in no live buffer of it, a word the
+// launch cannot use (scan.h, leftover words): *stale is set and nothing is
+// done.
+const void *ao_engine_touch(CUdeviceptr p, uint64_t n, CUstream s, const char *what, bool *stale,
                             unsigned *gen);
 // The chunk's waive_gen (a launch's waiver of it holds while unchanged).
 unsigned ao_engine_waive_gen(const void *chunk);

@@ -341,8 +341,9 @@ void ao_offload(ao_scope_t *s);
 bool ao_offloads_nothing(void);
 // Layers' copies out start at their own end where they can (engine.c).
 bool ao_early_copies(void);
-// Layers' copies out start at their own end where they can (engine.c).
-bool ao_early_copies(void);
+// A watched chunk's watch ends without its copy out: its early copies are
+// waited for by the next use on each stream, and their host slots go back.
+void ao_early_undo(ao_chunk_t *c);
 void ao_release_sync(const ao_scope_t *s);
 int ao_reload(ao_scope_t *s, bool missed, bool prefetch);
 void ao_sched_update(void);

@@ -58,13 +58,14 @@ const ao_layout_t *ao_layout(const void *fn, int kind);
 const ao_layout_t *ao_layout_get(const void *fn, int kind);
 
 // Slow path for one word: drop the busy mark, let the engine act, mark again.
-// stale (NULL for a copy's range): set when the word points at no live
-// buffer of its chunk, and nothing was done for it.
-static inline void ao_scan_slow(uint64_t w, CUstream s, const char *what, bool *stale)
+// n: the bytes from w the work may touch (ao_engine_touch). stale (NULL for
+// a copy's range): set when the word points at no live buffer of its chunk,
+// and nothing was done for it.
+static inline void ao_scan_slow(uint64_t w, uint64_t n, CUstream s, const char *what, bool *stale)
 {
     ao_scan_end();
     unsigned gen = 0;
-    const void *c = ao_engine_touch(w, s, what, stale, &gen);
+    const void *c = ao_engine_touch(w, n, s, what, stale, &gen);
     int i = ao_scan_slot - 1;
     __atomic_fetch_add(&ao_scan_busy[i], 1, __ATOMIC_SEQ_CST);
     if (c && ao_scan_nwaived < 8) {
@@ -199,8 +200,10 @@ again:;
         // engine once in this launch, whatever its place. A waiver of the
         // chunk would let its other words by, each a buffer that may be
         // written; a leftover place skipped would lose a write through it.
-        // Past AO_SCAN_WATCHED_WORDS such words, the chunk's waiver serves.
-        if (st == AO_GS_WATCHED && ao_scan_nwatched < AO_SCAN_WATCHED_WORDS) {
+        // Past AO_SCAN_WATCHED_WORDS such words, a word into a watched
+        // chunk ends that chunk's watch (any of its buffers may be used:
+        // ao_engine_touch with n = 0), and the chunk is watched no more.
+        if (st == AO_GS_WATCHED) {
             const void *owner = ao_granule_owner(off >> shift);
             const unsigned gen = ao_engine_waive_gen(owner);
             bool seen = false;
@@ -209,8 +212,9 @@ again:;
                        ao_scan_watched[k].gen == gen;
             if (seen) continue;
             bool stale = false;
-            ao_scan_slow(w, s, L->name, &stale);
-            ao_scan_watched[ao_scan_nwatched++] = (ao_scan_word_t){i, gen, owner};
+            const bool room = ao_scan_nwatched < AO_SCAN_WATCHED_WORDS;
+            ao_scan_slow(w, room ? 1 : 0, s, L->name, &stale);
+            if (room) ao_scan_watched[ao_scan_nwatched++] = (ao_scan_word_t){i, gen, owner};
             if (stale) ao_leftover_note(L, i);
             goto again;
         }
@@ -224,7 +228,7 @@ again:;
         }
         if (ao_word_ok(w, s)) continue;
         bool stale = false;
-        ao_scan_slow(w, s, L->name, &stale);
+        ao_scan_slow(w, 1, s, L->name, &stale);
         if (stale) ao_leftover_note(L, i);
         goto again; // states may have moved while this thread was not marked
     }
@@ -239,7 +243,7 @@ again:;
     uint64_t a = p < lo ? lo : p, end = p + n < hi ? p + n : hi;
     for (; a < end; a = (a & ~(uint64_t)(ao_vmm.granule - 1)) + ao_vmm.granule)
         if (!ao_word_ok(a, s)) {
-            ao_scan_slow(a, s, what, NULL);
+            ao_scan_slow(a, end - a, s, what, NULL);
             goto again;
         }
 }

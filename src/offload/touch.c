@@ -29,42 +29,39 @@ static bool stream_capturing(CUstream s, uint64_t *id)
     return cs != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-// A launch, copy or set on stream s is about to touch p, whose chunk is not
-// plainly resident (or a capture is in progress). Make it safe before the
-// work is enqueued: cancel a release still pending, reload what is away,
-// make s wait (on the GPU) for a reload it has not waited for. Captured work
-// cannot wait on an event recorded outside its capture, so there the host
-// waits for the reload, and the chunk stays on the device as long as a graph
-// made from the capture may replay the work (graph pins).
-// The buffer of c the program has not freed that p lies in, if any.
-static ao_buffer_t *live_buffer(const ao_chunk_t *c, CUdeviceptr p)
-{
-    for (ao_buffer_t *b = c->buffers; b; b = b->next)
-        if (!b->freed && p - b->addr < b->rsize) return b;
-    return NULL;
-}
-
+// Whether p lies in a buffer of c the program has not freed.
 static bool in_live_buffer(const ao_chunk_t *c, CUdeviceptr p)
 {
-    return live_buffer(c, p) != NULL;
+    for (const ao_buffer_t *b = c->buffers; b; b = b->next)
+        if (!b->freed && p - b->addr < b->rsize) return true;
+    return false;
 }
 
 // A use of a watched chunk, between its layer's end and its release point
-// (engine.c, early copies): the step learns that the buffer is used then;
-// one copied early is copied again at the release point, and stream s
-// waits for its copy first (the use may write it; captured work cannot
-// wait on an event from outside its capture: the host waits).
-static void watched_use(ao_chunk_t *c, CUdeviceptr p, CUstream s, bool capturing)
+// (engine.c, early copies), of the bytes [p, p + n) (n = 0: any of them):
+// the step learns that the buffers there are used then; one copied early is
+// copied again at the release point, and stream s waits for its copy first
+// (the use may write it; captured work cannot wait on an event from outside
+// its capture: the host waits). Another stream's later use of such a buffer
+// is ordered after this one by the program (a write after a read, or any
+// use after a write), so one wait serves. n = 0 ends the chunk's watch:
+// every buffer is taken as used, and the early copies as cancelled.
+static void watched_use(ao_chunk_t *c, CUdeviceptr p, uint64_t n, CUstream s, bool capturing)
 {
-    ao_buffer_t *b = live_buffer(c, p);
-    if (!b) return;
     ao_learn_t *l = &ao_eng.learned[c->scope->layer];
-    if (b->seq < l->n) l->flags[b->seq] |= LEARN_TOUCHED;
-    if (!b->early || b->dirty) return;
-    b->dirty = true;
-    if (capturing)
+    bool wait = false;
+    for (ao_buffer_t *b = c->buffers; b; b = b->next) {
+        if (b->freed || (n && (b->addr - p >= n && p - b->addr >= b->rsize))) continue;
+        if (b->seq < l->n) l->flags[b->seq] |= LEARN_TOUCHED;
+        if (!b->early || b->dirty) continue;
+        b->dirty = true;
+        wait = true;
+    }
+    if (!n)
+        ao_early_undo(c); // the next use on each stream waits for the copies
+    else if (wait && capturing)
         ao_ev_wait(c->ev_copy);
-    else
+    else if (wait)
         ao_gpu_wait(s, c->ev_copy);
 }
 
@@ -73,7 +70,15 @@ unsigned ao_engine_waive_gen(const void *chunk)
     return chunk ? __atomic_load_n(&((const ao_chunk_t *)chunk)->waive_gen, __ATOMIC_SEQ_CST) : 0;
 }
 
-const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *stale, unsigned *gen)
+// A launch, copy or set on stream s is about to touch p, whose chunk is not
+// plainly resident (or a capture is in progress). Make it safe before the
+// work is enqueued: cancel a release still pending, reload what is away,
+// make s wait (on the GPU) for a reload it has not waited for. Captured work
+// cannot wait on an event recorded outside its capture, so there the host
+// waits for the reload, and the chunk stays on the device as long as a graph
+// made from the capture may replay the work (graph pins).
+const void *ao_engine_touch(CUdeviceptr p, uint64_t n, CUstream s, const char *what, bool *stale,
+                            unsigned *gen)
 {
     if (ao_engine_off) return NULL;
     pthread_mutex_lock(&ao_eng.mu);
@@ -81,11 +86,12 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *s
     if (c && stale && ao_config.skip_leftovers && !in_live_buffer(c, p)) {
         *stale = true;
         // A watched chunk is resident: nothing to do for a word into its
-        // freed part, and the chunk is returned, so that a scan past its
-        // watched-word list (scan.h) does not send the word here again.
+        // freed part, and the chunk is returned for the scan's waiver. Past
+        // the scan's watched-word list (n = 0) its watch ends as for a
+        // live word, so that the scan does not send the word here again.
         if (!(c->watched && c->state == AO_RESIDENT))
             c = NULL;
-        else {
+        else if (n) {
             *gen = c->waive_gen;
             pthread_mutex_unlock(&ao_eng.mu);
             return c;
@@ -100,7 +106,7 @@ const void *ao_engine_touch(CUdeviceptr p, CUstream s, const char *what, bool *s
     uint64_t capture;
     bool capturing = stream_capturing(s, &capture), late = false;
     ao_unprefetch(c); // used from now on: never taken back
-    if (c->watched && c->state == AO_RESIDENT) watched_use(c, p, s, capturing);
+    if (c->watched && c->state == AO_RESIDENT) watched_use(c, p, n, s, capturing);
     if (c->state == AO_OFFLOADING && (capturing || sc->release_recorded)) {
         // Past its release point, or wanted by a graph: keep it (the device
         // copy is intact). Before its release point any launch may use it.

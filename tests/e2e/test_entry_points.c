@@ -390,21 +390,18 @@ Test(safety_net, every_word_is_a_pointer_with_skip_leftovers_off)
     }
 }
 
-// A write after its layer's end through a learned leftover place
-// (leftover_write.c), into a buffer copied out at the layer's end (early
-// copies), is not lost: the place is read in a watched chunk, the buffer is
-// copied again, the bytes are right in every step and nothing races
-// (SIM_RACE_FATAL=1: exit 87). Before, steps 1-3 reloaded the bytes from
-// before the write.
-Test(safety_net, a_write_through_a_leftover_place_is_not_lost_to_an_early_copy)
+// Runs watched_write.c in a mode ("": through a leftover place; "wide":
+// through a launch's 17th word into the chunk) and checks every step's
+// bytes, with the simulator's race checker stopping the run (exit 87).
+static void watched_write_run(const char *mode)
 {
-    const char *prog = getenv("AO_TEST_LEFTOVER_WRITE"), *shim = getenv("AO_TEST_SHIM");
+    const char *prog = getenv("AO_TEST_WATCHED_WRITE"), *shim = getenv("AO_TEST_SHIM");
     cr_assert(prog && shim);
     char cmd[2048], out[512];
     snprintf(cmd, sizeof cmd,
              "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_QUIET=1 SIM_QUIET=1 "
-             "SIM_RACE_FATAL=1 timeout 60 %s",
-             shim, prog);
+             "SIM_RACE_FATAL=1 timeout 60 %s %s",
+             shim, prog, mode);
     int st;
     slurp(cmd, out, sizeof out, &st);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (87: a race, 1: wrong bytes):\n%s",
@@ -414,6 +411,26 @@ Test(safety_net, a_write_through_a_leftover_place_is_not_lost_to_an_early_copy)
         snprintf(want, sizeof want, "step=%d ok=1\n", step);
         cr_expect(strstr(out, want) != NULL, "missing \"%s\" in:\n%s", want, out);
     }
+}
+
+// A write after its layer's end through a learned leftover place, into a
+// buffer copied out at the layer's end (early copies), is not lost: the
+// place is read in a watched chunk, the buffer is copied again, the bytes
+// are right in every step and nothing races. Before, steps 1-3 reloaded the
+// bytes from before the write.
+Test(safety_net, a_write_through_a_leftover_place_is_not_lost_to_an_early_copy)
+{
+    watched_write_run("");
+}
+
+// A launch with more words into a watched chunk than the scan keeps per
+// launch (AO_SCAN_WATCHED_WORDS) writes a buffer of it through the next
+// word: the chunk's watch ends (every buffer taken as used), and the write
+// is ordered after the early copy. Before, the chunk's waiver let the word
+// by: the copy raced the write (exit 87).
+Test(safety_net, a_write_past_the_watched_words_of_a_launch_is_not_lost)
+{
+    watched_write_run("wide");
 }
 
 // A buffer allocated while a freed buffer's chunk retires keeps its bytes

@@ -1,20 +1,27 @@
 // SPDX-License-Identifier: MIT
-// A write to a layer's buffer after the layer's end, through a parameter
-// place that once held a leftover (a word no pointer can be: scan.h,
-// leftover words), must not be lost. From the second step aoshim copies a
-// layer's buffers out at the layer's end where the next layer did not use
-// them (early copies, engine.c); a launch that writes one before the release
-// point makes the buffer go again there. Here the kernel `put` (out = in + 1
-// over n floats) is launched once per step with n = 0 and a small integer
-// where `out` goes (its place is then a leftover place for `put`), and then,
-// inside layer 1, with `out` = layer 0's buffer `a`. Layer 0 is offloaded
-// (AOSHIM_OFFLOAD_LAYERS=1); its backward checks `a` against what `put`
-// wrote. Prints one line per step, `step=<s> ok=<bytes>`, and last
+// A write to a layer's buffer after the layer's end must not be lost. From
+// the second step aoshim copies a layer's buffers out at the layer's end
+// where the next layer did not use them (early copies, engine.c); the
+// layer's chunks are watched until the release point, and a launch that
+// writes such a buffer there makes it go again. Layer 0 makes a and b;
+// inside layer 1 a kernel writes one of them; layer 0 is offloaded
+// (AOSHIM_OFFLOAD_LAYERS=1) and its backward checks the bytes.
+//   watched_write       through a leftover place (scan.h, leftover words):
+//                       the kernel `put` (out = in + 1 over n floats) is
+//                       launched once per step with n = 0 and a small integer
+//                       where `out` goes (its place is then a leftover place
+//                       for `put`), then with `out` = a;
+//   watched_write wide  through a launch's 17th word into the chunk, past
+//                       the words the scan keeps per launch: `wide` takes a
+//                       sixteen times and writes b = a + 1.
+// Prints one line per step, `step=<s> ok=<0|1>`, and last
 // `offloaded=<bytes>`; exit 1 on a wrong byte.
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "aoshim.h"
 #include "simgpu.h"
@@ -26,7 +33,7 @@
     do {                                                                                           \
         int e_ = (int)(x);                                                                         \
         if (e_) {                                                                                  \
-            fprintf(stderr, "leftover_write: %s failed: %d\n", #x, e_);                            \
+            fprintf(stderr, "watched_write: %s failed: %d\n", #x, e_);                             \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
@@ -43,6 +50,20 @@ static void put_fn(void **args, const sim_launch_t *l)
         out[i] = in[i] + 1.0f;
 }
 
+#define WIDE 16 // a's words in `wide`: AO_SCAN_WATCHED_WORDS
+
+static void wide(void) {}
+
+static void wide_fn(void **args, const sim_launch_t *l)
+{
+    (void)l;
+    const float *in = *(const float **)args[0];
+    float *out = *(float **)args[WIDE];
+    unsigned n = *(unsigned *)args[WIDE + 1];
+    for (unsigned i = 0; i < n; i++)
+        out[i] = in[i] + 1.0f;
+}
+
 static cudaStream_t stream;
 
 static void launch(const float *in, float *out, unsigned n)
@@ -52,8 +73,20 @@ static void launch(const float *in, float *out, unsigned n)
     CHECK(cudaLaunchKernel((const void *)put, one, one, args, 0, stream));
 }
 
-int main(void)
+static void launch_wide(const float *in, float *out, unsigned n)
 {
+    void *args[WIDE + 2];
+    for (int i = 0; i < WIDE; i++)
+        args[i] = &in;
+    args[WIDE] = &out;
+    args[WIDE + 1] = &n;
+    const dim3 one = {1, 1, 1};
+    CHECK(cudaLaunchKernel((const void *)wide, one, one, args, 0, stream));
+}
+
+int main(int argc, char **argv)
+{
+    const bool through_wide = argc > 1 && !strcmp(argv[1], "wide");
     sim_kernel_desc_t d = {.name = "put",
                            .fn = put_fn,
                            .nparams = 3,
@@ -63,6 +96,17 @@ int main(void)
                            .ns_fixed = 2000,
                            .flops_param = -1};
     CHECK(simrtRegisterKernel((const void *)put, &d));
+    sim_kernel_desc_t w = {.name = "wide",
+                           .fn = wide_fn,
+                           .nparams = WIDE + 2,
+                           .naccess = 2,
+                           .access = {{0, SIM_R, WIDE + 1, 4}, {WIDE, SIM_W, WIDE + 1, 4}},
+                           .ns_fixed = 2000,
+                           .flops_param = -1};
+    for (int i = 0; i < WIDE + 1; i++)
+        w.param_size[i] = 8;
+    w.param_size[WIDE + 1] = 4;
+    CHECK(simrtRegisterKernel((const void *)wide, &w));
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     aoshim_try_set_stream(stream);
     float *host = malloc(N * sizeof(float)), *back = malloc(N * sizeof(float));
@@ -71,18 +115,24 @@ int main(void)
     for (int step = 0; step < STEPS; step++) {
         for (unsigned i = 0; i < N; i++)
             host[i] = (float)(i % 1000) + (float)step;
-        float *a, *src, *t1, *t2;
+        float *a, *b, *src, *t1, *t2;
         aoshim_try_layer_begin(0);
         CHECK(cudaMallocAsync((void **)&a, N * sizeof(float), stream));
+        CHECK(cudaMallocAsync((void **)&b, N * sizeof(float), stream));
         CHECK(cudaMemcpyAsync(a, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
+        CHECK(cudaMemcpyAsync(b, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
         aoshim_try_layer_end(0);
+        float *out = through_wide ? b : a; // written in layer 1: host + 1
         // Outside every layer: put's `out` place holds a small integer once.
         CHECK(cudaMalloc((void **)&src, N * sizeof(float)));
         CHECK(cudaMemcpyAsync(src, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
         launch(src, (float *)(uintptr_t)16, 0);
         aoshim_try_layer_begin(1);
         CHECK(cudaMallocAsync((void **)&t1, N * sizeof(float), stream));
-        launch(src, a, N); // a = host + 1, after layer 0 ended
+        if (through_wide)
+            launch_wide(a, b, N); // b = a + 1, after layer 0 ended
+        else
+            launch(src, a, N); // a = host + 1, after layer 0 ended
         aoshim_try_layer_end(1);
         aoshim_try_layer_begin(2);
         CHECK(cudaMallocAsync((void **)&t2, N * sizeof(float), stream));
@@ -95,12 +145,13 @@ int main(void)
         CHECK(cudaFreeAsync(t1, stream));
         aoshim_try_backward_end(1);
         aoshim_try_backward_begin(0);
-        CHECK(cudaMemcpyAsync(back, a, N * sizeof(float), cudaMemcpyDeviceToHost, stream));
+        CHECK(cudaMemcpyAsync(back, out, N * sizeof(float), cudaMemcpyDeviceToHost, stream));
         CHECK(cudaStreamSynchronize(stream));
         int ok = 1;
         for (unsigned i = 0; i < N && ok; i++)
             ok = back[i] == host[i] + 1.0f;
         CHECK(cudaFreeAsync(a, stream));
+        CHECK(cudaFreeAsync(b, stream));
         aoshim_try_backward_end(0);
         aoshim_try_step_end();
         CHECK(cudaFree(src));
