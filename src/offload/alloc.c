@@ -74,10 +74,14 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
         bool first = planned;
         for (ao_chunk_t *c = s->chunks; c && first; c = c->next)
             first = c->stays != stays;
-        uint64_t saved = !first      ? 0
-                         : !s->stays ? plan->saved
-                         : stays     ? s->part_stays
-                                     : s->part_goes;
+        // With granule handles, each buffer of the part that goes has a
+        // chunk of its own: a chunk goes back as soon as its own copy is
+        // done (ao_poll_locked), not when the layer's last copy is.
+        uint64_t saved = !first        ? 0
+                         : !s->stays   ? plan->saved
+                         : stays       ? s->part_stays
+                         : ao_vmm.fine ? 0 // a chunk per buffer
+                                       : s->part_goes;
         if (saved > want) want = ao_vmm_round(saved);
         ao_chunk_t *c = ao_chunk_new(s, want, s->stays != NULL);
         if (c) c->stays = stays, b = suballoc(s, rsize, stays);

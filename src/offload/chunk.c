@@ -356,6 +356,7 @@ static void chunk_drop(ao_chunk_t *c)
 {
     ao_extents_clear(&c->free);
     ao_event_put(c->ev_copy, false);
+    ao_event_put(c->ev_out, false);
     for (int i = 0; i < c->nfree_ev; i++)
         ao_event_put(c->free_ev[i], false);
     if (!c->served) ao_stat_device(0, 0, -(int64_t)c->size);

@@ -155,6 +155,16 @@ static void early_choose(ao_scope_t *s)
                        !(p->flags[b->seq] & (LEARN_TOUCHED | LEARN_GONE | LEARN_TEMP));
 }
 
+// An event after a chunk's copies out, in *ev, and their place in the
+// order the copies were queued (ao_wait_one_release waits for the first).
+static void out_mark(ao_chunk_t *c, CUevent *ev)
+{
+    static uint64_t seq;
+    ao_event_put(*ev, false);
+    *ev = ao_ev_record(ao_eng.d2h, false);
+    c->out_seq = ++seq;
+}
+
 // The copies of the buffers chosen, and the watch of the layer's chunks.
 static void early_start(ao_scope_t *s)
 {
@@ -208,8 +218,7 @@ static void early_start(ao_scope_t *s)
         }
         if (!any) continue;
         // The copies read the chunk: a release waits for them (ao_chunk_retire).
-        ao_event_put(c->ev_copy, false);
-        c->ev_copy = ao_ev_record(ao_eng.d2h, false);
+        out_mark(c, &c->ev_copy);
         if (!c->ev_copy) c->free_unordered = true; // (no event: see ao_free_events_done)
     }
     if (!bytes) {
@@ -456,7 +465,18 @@ void ao_offload(ao_scope_t *s)
     uint64_t bytes = 0, now = 0; // (those copied early were timed then)
     unsigned buffers = 0;
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
-        if (c->prepared) bytes += offload_chunk(c, &buffers, &now), c->prepared = false;
+        if (c->prepared) {
+            uint64_t before = now;
+            bool early = false;
+            for (ao_buffer_t *b = c->buffers; b && !early; b = b->next)
+                early = b->early;
+            bytes += offload_chunk(c, &buffers, &now), c->prepared = false;
+            // Each chunk may go once its own copies are done (ao_poll_locked):
+            // those queued now, or, when all were made at the layer's end,
+            // those (ev_copy, recorded after them by early_start).
+            c->out_early = now == before && early;
+            if (!c->out_early) out_mark(c, &c->ev_out);
+        }
     if (!bytes) {
         ao_event_put(t0, true);
         return;

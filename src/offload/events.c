@@ -294,6 +294,20 @@ static bool copied_out(ao_scope_t *s)
     return ao_ev_done(s->ev_copied) && ao_ev_done(s->ev_release);
 }
 
+// One chunk of a layer still being copied out: its own copies and the
+// layer's release point are behind it (the layer's other copies may not be).
+static CUevent chunk_out_event(const ao_chunk_t *c)
+{
+    return c->out_early ? c->ev_copy : c->ev_out;
+}
+
+static bool chunk_copied_out(const ao_scope_t *s, const ao_chunk_t *c)
+{
+    CUevent e = chunk_out_event(c);
+    return s->state == AO_OFFLOADING && s->release_recorded && e && s->ev_release &&
+           ao_ev_done(e) && ao_ev_done(s->ev_release);
+}
+
 void ao_poll_locked(void)
 {
     for (ao_deferred_t **pp = &ao_eng.deferred; *pp;) {
@@ -329,7 +343,8 @@ void ao_poll_locked(void)
             cn = c->next;
             // Copied out and past its release point: give the memory back.
             // A freed buffer still pending keeps the chunk until it is done.
-            if (c->state == AO_OFFLOADING && s->state == AO_OFFLOADED && ao_free_events_done(c)) {
+            if (c->state == AO_OFFLOADING && (s->state == AO_OFFLOADED || chunk_copied_out(s, c)) &&
+                ao_free_events_done(c)) {
                 if (!ao_chunk_unmap(c)) { // the device copy is intact: it stays, resident
                     ao_host_slots_free(c);
                     ao_chunk_set(c, AO_RESIDENT);
@@ -364,7 +379,14 @@ bool ao_wait_one_release(void)
     for (ao_deferred_t *d = ao_eng.deferred; d; d = d->next)
         if (d->chunk && d->chunk->mapped) oldest = d;
     if (scope) {
-        ao_ev_wait(scope->ev_copied);
+        // The chunk whose copy was queued first and is not done, if the
+        // layer's chunks go one by one; else the layer's last copy.
+        ao_chunk_t *first = NULL;
+        for (ao_chunk_t *c = scope->chunks; c; c = c->next)
+            if (c->state == AO_OFFLOADING && chunk_out_event(c) &&
+                !ao_ev_done(chunk_out_event(c)) && (!first || c->out_seq < first->out_seq))
+                first = c;
+        ao_ev_wait(first ? chunk_out_event(first) : scope->ev_copied);
         ao_ev_wait(scope->ev_release);
     } else if (oldest) {
         for (int i = 0; i < oldest->nev; i++)

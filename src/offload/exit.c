@@ -59,6 +59,7 @@ static void events_destroy_all(void)
         event_destroy(&s->ev_fwd0);
         for (ao_chunk_t *c = s->chunks; c; c = c->next) {
             event_destroy(&c->ev_copy);
+            event_destroy(&c->ev_out);
             for (int i = 0; i < c->nfree_ev; i++)
                 event_destroy(&c->free_ev[i]);
             c->nfree_ev = 0;

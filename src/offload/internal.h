@@ -103,6 +103,12 @@ struct ao_chunk_s {
     bool stays;      // the part of a layer the schedule keeps on the device
     bool split;      // a chunk of a layer offloaded in part (stays or not): sizes the pool lacks
     CUevent ev_copy; // after copies still reading it (a cancelled offload, early copies)
+    // After its copies out at the release point (and every copy queued
+    // before): the chunk may go then, before its layer's last copy is done
+    // (ao_poll_locked). out_seq: the order those copies were queued in.
+    CUevent ev_out;
+    bool out_early; // ... or ev_copy: every copy was made at the layer's end
+    uint64_t out_seq;
     // From its layer's end to its release point every use goes through the
     // engine (touch.c): the early copies' buffers a use may write are
     // copied again, and the next step learns which buffers the next layer

@@ -275,6 +275,34 @@ Test(e2e, same_bits_served_checkpoint_1f1b, .timeout = 60)
               ENV("AOSHIM_SERVE=1", "AOSHIM_OFFLOAD_LAYERS=all"));
 }
 
+// Served under a budget half a layer under the program's most: the plan
+// takes a part of layer 0, whose buffers each have a chunk, and each chunk
+// goes back as soon as its own copy is done (ao_poll_locked), before the
+// layer's last copy: the same bits, no race, no fault (a chunk unmapped
+// under a copy still reading it would fault).
+Test(e2e, same_bits_served_part, .timeout = 120)
+{
+    const char *args = "--layers 8 --hidden 512 --seq 1024 --batch 2 --heads 8 --steps 4 --pytorch";
+    e2e_result_t base, with;
+    e2e_train(&base, false, NULL, args);
+    expect_ok("without aoshim", &base);
+    char budget[64];
+    snprintf(budget, sizeof budget, "AOSHIM_BUDGET=%" PRIu64,
+             base.alloc_peak - base.act_per_layer / 2);
+    e2e_train(&with, true, ENV("AOSHIM_SERVE=1", budget), args);
+    expect_ok("served, part of a layer", &with);
+    const char *row = e2e_summary(with.err, "offload plan");
+    cr_assert(row, "no 'offload plan' row:\n%s", with.err);
+    cr_log_info("served part: checksum %s / %s, peak %" PRIu64 " / %" PRIu64 ": %.*s",
+                base.checksum, with.checksum, base.peak, with.peak, (int)strcspn(row, "\n"), row);
+    cr_assert(strstr(row, "(of layer 0, "), "no part in the plan: %.200s", row);
+    cr_assert_str_eq(with.checksum, base.checksum);
+    cr_assert_eq(with.races, 0);
+    cr_assert_lt(with.peak, base.peak);
+    e2e_free(&base);
+    e2e_free(&with);
+}
+
 // Served, one layer offloaded holds less than without aoshim, where the
 // program's pool beside aoshim's memory held more (a layer's freed memory
 // kept while the pool grew for the gradients): the device's peak by the
