@@ -104,8 +104,16 @@ static void emit_summary(ao_emitter_t *e)
     ao_emit_row_begin(e, "device memory in use");
     ao_emit_val(e, NULL, "device_peak_bytes", AO_BYTES(dev));
     ao_emit_val(e, " at peak, ", "device_peak_without_bytes", AO_BYTES(dev_without));
+    // Served (AOSHIM_SERVE), the model is one pool for every allocation:
+    // the program's own pool would also keep fragments between its blocks
+    // (the replayed H200 GPT under all: 22.15 GiB modelled, 23.91 without
+    // aoshim, 2.63 of them its pool's fragments), so the saving is at least
+    // what the row says.
+    const bool served = ao_stat_get(AO_STAT_SERVED_ALLOCS) > 0;
     ao_emit_val(e, NULL, NULL,
                 AO_STR(measured ? " without offloading (measured: nothing offloaded)"
+                       : served ? " without offloading (modelled, as served: the program's own "
+                                  "pool would also keep fragments)"
                                 : " without offloading (modelled)"));
     json_only(e, "device_without_measured", AO_BOOL(measured));
     ao_emit_val(e, more ? ": " : ", saved ", more ? "device_more_bytes" : "device_saved_bytes",
