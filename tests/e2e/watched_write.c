@@ -7,10 +7,10 @@
 // inside layer 1 a kernel writes one of them; layer 0 is offloaded
 // (AOSHIM_OFFLOAD_LAYERS=1) and its backward checks the bytes.
 //   watched_write       through a leftover place (scan.h, leftover words):
-//                       the kernel `put` (out = in + 1 over n floats) is
+//                       the kernel `plus_one` (out = in + 1 over n floats) is
 //                       launched once per step with n = 0 and a small integer
 //                       where `out` goes (its place is then a leftover place
-//                       for `put`), then with `out` = a;
+//                       for `plus_one`), then with `out` = a;
 //   watched_write wide  through a launch's 17th word into the chunk, past
 //                       the words the scan keeps per launch: `wide` takes a
 //                       sixteen times and writes b = a + 1.
@@ -23,32 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PROG "watched_write"
 #include "aoshim.h"
-#include "simgpu.h"
+#include "plus_one.h"
 
 #define N     (1u << 20) // floats: 4 MiB, above AOSHIM_MIN_BYTES
 #define STEPS 4
-
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        int e_ = (int)(x);                                                                         \
-        if (e_) {                                                                                  \
-            fprintf(stderr, "watched_write: %s failed: %d\n", #x, e_);                             \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static void put(void) {}
-
-static void put_fn(void **args, const sim_launch_t *l)
-{
-    (void)l;
-    const float *in = *(const float **)args[0];
-    float *out = *(float **)args[1];
-    unsigned n = *(unsigned *)args[2];
-    for (unsigned i = 0; i < n; i++)
-        out[i] = in[i] + 1.0f;
-}
 
 #define WIDE 16 // a's words in `wide`: AO_SCAN_WATCHED_WORDS
 
@@ -70,7 +50,7 @@ static void launch(const float *in, float *out, unsigned n)
 {
     void *args[] = {&in, &out, &n};
     const dim3 one = {1, 1, 1};
-    CHECK(cudaLaunchKernel((const void *)put, one, one, args, 0, stream));
+    CHECK(cudaLaunchKernel((const void *)plus_one, one, one, args, 0, stream));
 }
 
 static void launch_wide(const float *in, float *out, unsigned n)
@@ -87,15 +67,7 @@ static void launch_wide(const float *in, float *out, unsigned n)
 int main(int argc, char **argv)
 {
     const bool through_wide = argc > 1 && !strcmp(argv[1], "wide");
-    sim_kernel_desc_t d = {.name = "put",
-                           .fn = put_fn,
-                           .nparams = 3,
-                           .param_size = {8, 8, 4},
-                           .naccess = 2,
-                           .access = {{0, SIM_R, 2, 4}, {1, SIM_W, 2, 4}},
-                           .ns_fixed = 2000,
-                           .flops_param = -1};
-    CHECK(simrtRegisterKernel((const void *)put, &d));
+    plus_one_register(2000);
     sim_kernel_desc_t w = {.name = "wide",
                            .fn = wide_fn,
                            .nparams = WIDE + 2,
@@ -123,7 +95,7 @@ int main(int argc, char **argv)
         CHECK(cudaMemcpyAsync(b, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
         aoshim_try_layer_end(0);
         float *out = through_wide ? b : a; // written in layer 1: host + 1
-        // Outside every layer: put's `out` place holds a small integer once.
+        // Outside every layer: plus_one's `out` place holds a small integer once.
         CHECK(cudaMalloc((void **)&src, N * sizeof(float)));
         CHECK(cudaMemcpyAsync(src, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
         launch(src, (float *)(uintptr_t)16, 0);
