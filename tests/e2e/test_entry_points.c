@@ -80,11 +80,15 @@ Test(entry_points, nothing_is_tracked_without_the_shim)
 // offloaded, then read through the path; the bytes come back right and one
 // late reload is counted for it.
 static const char *const launch_paths[] = {
-    "cudaLaunchKernel",     "cudaLaunchKernelExC",
-    "cuLaunchKernel",       "cuLaunchKernel:extra",
-    "cuLaunchKernelEx",     "cuGetProcAddress:cuLaunchKernel",
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernel:extra",
+    "cuLaunchKernelEx",
+    "cuGetProcAddress:cuLaunchKernel",
     "cudaGetDriverEntryPoint:cuLaunchKernel",
-    "cudaMemcpyAsync",      "cuMemcpyDtoH",
+    "cudaMemcpyAsync",
+    "cuMemcpyDtoH",
     "cudaMemcpy:DeviceToDevice",
     "static-runtime:dlsym:cuLaunchKernel",
     "static-runtime:cuGetProcAddress:cuLaunchKernel",
@@ -92,19 +96,38 @@ static const char *const launch_paths[] = {
     "ncclAllReduce",
 };
 
+static size_t slurp(const char *cmd, char *out, size_t len, int *status)
+{
+    FILE *f = popen(cmd, "r");
+    cr_assert(f, "%s", cmd);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
+    *status = pclose(f);
+    return n;
+}
+
+// Run the test program named by the variable prog_var under the shim, with
+// the variables in settings (AOSHIM_QUIET=1 SIM_QUIET=1 added), bounded to
+// 60 s when bounded, and its arguments args; its output in out, its status
+// returned.
+static int shimmed(const char *prog_var, const char *settings, bool bounded, const char *args,
+                   char *out, size_t len)
+{
+    const char *prog = getenv(prog_var), *shim = getenv("AO_TEST_SHIM");
+    cr_assert(prog && shim, "%s or AO_TEST_SHIM not set", prog_var);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "env LD_PRELOAD=%s %s AOSHIM_QUIET=1 SIM_QUIET=1 %s%s %s", shim,
+             settings, bounded ? "timeout 60 " : "", prog, args);
+    int st;
+    slurp(cmd, out, len, &st);
+    return st;
+}
+
 Test(safety_net, every_launch_and_copy_path_reloads_first)
 {
-    const char *prog = getenv("AO_TEST_LAUNCH_PATHS"), *shim = getenv("AO_TEST_SHIM");
-    cr_assert(prog && shim);
-    char cmd[2048], out[8192], want[256];
+    char out[8192], want[256];
     // A single number is a count of first layers: 1 offloads layer 0.
-    snprintf(cmd, sizeof cmd,
-             "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_QUIET=1 SIM_QUIET=1 %s", shim, prog);
-    FILE *f = popen(cmd, "r");
-    cr_assert(f);
-    size_t n = fread(out, 1, sizeof out - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
+    int st = shimmed("AO_TEST_LAUNCH_PATHS", "AOSHIM_OFFLOAD_LAYERS=1", false, "", out, sizeof out);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault):\n%s", st, out);
     for (size_t i = 0; i < sizeof launch_paths / sizeof *launch_paths; i++) {
         snprintf(want, sizeof want, "path=%s ok=1 late=1\n", launch_paths[i]);
@@ -118,15 +141,6 @@ Test(safety_net, every_launch_and_copy_path_reloads_first)
 // race and no fault, and aoshim's late-reload warning names the entry point
 // expected to catch it: a runtime path missing its hook would be caught by
 // the driver wrapper the runtime calls through, under a driver name.
-static size_t slurp(const char *cmd, char *out, size_t len, int *status)
-{
-    FILE *f = popen(cmd, "r");
-    cr_assert(f, "%s", cmd);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    *status = pclose(f);
-    return n;
-}
 
 Test(safety_net, every_pitched_and_peer_path_reloads_first, .timeout = 110)
 {
@@ -148,9 +162,11 @@ Test(safety_net, every_pitched_and_peer_path_reloads_first, .timeout = 110)
         const char *line = strstr(plain, want);
         cr_assert(line, "no line for %s without aoshim:\n%s", l, plain);
         char hook[128], sum[32];
-        cr_assert_eq(sscanf(line + strlen(want), "%127s late=0 sum=%31s", hook, sum), 2, "%s", line);
+        cr_assert_eq(sscanf(line + strlen(want), "%127s late=0 sum=%31s", hook, sum), 2, "%s",
+                     line);
         snprintf(cmd, sizeof cmd,
-                 "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=1 SIM_QUIET=0 %s '%s' 2>&1", shim, prog, l);
+                 "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=1 SIM_QUIET=0 %s '%s' 2>&1", shim, prog,
+                 l);
         slurp(cmd, out, sizeof out, &st);
         cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit %d (86: a fault):\n%s", l, st,
                   out);
@@ -195,17 +211,10 @@ Test(safety_net, pitched_rows_in_two_layers_reload_both)
 // late): so it is the graph that keeps it.
 static void graph_run(bool capture, char *out, size_t len)
 {
-    const char *prog = getenv("AO_TEST_GRAPH_PIN"), *shim = getenv("AO_TEST_SHIM");
-    cr_assert(prog && shim);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_QUIET=1 SIM_QUIET=1 %s %s", shim,
-             capture ? "" : "GRAPH_PIN_NO_CAPTURE=1", prog);
-    FILE *f = popen(cmd, "r");
-    cr_assert(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
+    int st = shimmed("AO_TEST_GRAPH_PIN",
+                     capture ? "AOSHIM_OFFLOAD_LAYERS=1"
+                             : "AOSHIM_OFFLOAD_LAYERS=1 GRAPH_PIN_NO_CAPTURE=1",
+                     false, "", out, len);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault):\n%s", st, out);
 }
 
@@ -215,12 +224,14 @@ Test(safety_net, captured_graph_keeps_its_buffers)
     unsigned long long off = 1, kept = 0;
     int ok = 0;
     graph_run(true, out, sizeof out);
-    cr_assert_eq(sscanf(out, "graph ok=%d offloaded=%llu kept=%llu", &ok, &off, &kept), 3, "%s", out);
+    cr_assert_eq(sscanf(out, "graph ok=%d offloaded=%llu kept=%llu", &ok, &off, &kept), 3, "%s",
+                 out);
     cr_expect_eq(ok, 1, "replays read the wrong bytes");
     cr_expect_eq(off, 0, "a buffer a graph uses was offloaded");
     cr_expect_gt(kept, 0, "nothing counted as kept for a graph");
     graph_run(false, out, sizeof out);
-    cr_assert_eq(sscanf(out, "graph ok=%d offloaded=%llu kept=%llu", &ok, &off, &kept), 3, "%s", out);
+    cr_assert_eq(sscanf(out, "graph ok=%d offloaded=%llu kept=%llu", &ok, &off, &kept), 3, "%s",
+                 out);
     cr_expect_eq(ok, 1);
     cr_expect_gt(off, 0, "without the graph, layer 0 should have been offloaded");
 }
@@ -352,15 +363,10 @@ Test(libaoshim, links_no_cuda_library_and_exports_only_its_api)
 // reads every word as a pointer.
 static void leftover_run(bool skip, char *out, size_t len)
 {
-    const char *prog = getenv("AO_TEST_LEFTOVER_WORDS"), *shim = getenv("AO_TEST_SHIM");
-    cr_assert(prog && shim);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_SKIP_LEFTOVERS=%d AOSHIM_QUIET=1 "
-             "SIM_QUIET=1 timeout 60 %s",
-             shim, skip, prog);
-    int st;
-    slurp(cmd, out, len, &st);
+    int st = shimmed("AO_TEST_LEFTOVER_WORDS",
+                     skip ? "AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_SKIP_LEFTOVERS=1"
+                          : "AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_SKIP_LEFTOVERS=0",
+                     true, "", out, len);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault):\n%s", st, out);
 }
 
@@ -395,15 +401,9 @@ Test(safety_net, every_word_is_a_pointer_with_skip_leftovers_off)
 // bytes, with the simulator's race checker stopping the run (exit 87).
 static void watched_write_run(const char *mode)
 {
-    const char *prog = getenv("AO_TEST_WATCHED_WRITE"), *shim = getenv("AO_TEST_SHIM");
-    cr_assert(prog && shim);
-    char cmd[2048], out[512];
-    snprintf(cmd, sizeof cmd,
-             "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_QUIET=1 SIM_QUIET=1 "
-             "SIM_RACE_FATAL=1 timeout 60 %s %s",
-             shim, prog, mode);
-    int st;
-    slurp(cmd, out, sizeof out, &st);
+    char out[512];
+    int st = shimmed("AO_TEST_WATCHED_WRITE", "AOSHIM_OFFLOAD_LAYERS=1 SIM_RACE_FATAL=1", true,
+                     mode, out, sizeof out);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (87: a race, 1: wrong bytes):\n%s",
               st, out);
     for (int step = 0; step < 4; step++) {
@@ -437,15 +437,9 @@ Test(safety_net, a_write_past_the_watched_words_of_a_launch_is_not_lost)
 // (retire_tail.c): it is never placed in that chunk's free tail.
 Test(safety_net, a_buffer_is_never_placed_in_a_retiring_chunk)
 {
-    const char *prog = getenv("AO_TEST_RETIRE_TAIL"), *shim = getenv("AO_TEST_SHIM");
-    cr_assert(prog && shim);
-    char cmd[2048], out[256];
-    snprintf(cmd, sizeof cmd,
-             "env LD_PRELOAD=%s AOSHIM_OFFLOAD_LAYERS=all AOSHIM_MIN_BYTES=4K AOSHIM_QUIET=1 "
-             "SIM_QUIET=1 timeout 60 %s",
-             shim, prog);
-    int st;
-    slurp(cmd, out, sizeof out, &st);
+    char out[256];
+    int st = shimmed("AO_TEST_RETIRE_TAIL", "AOSHIM_OFFLOAD_LAYERS=all AOSHIM_MIN_BYTES=4K", true,
+                     "", out, sizeof out);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault):\n%s", st, out);
     cr_expect_str_eq(out, "wrong=0\n");
 }
@@ -458,19 +452,14 @@ Test(safety_net, a_buffer_is_never_placed_in_a_retiring_chunk)
 // first unordered access (SIM_RACE_FATAL=1: exit 87).
 Test(safety_net, served_allocations_are_reused_in_stream_order)
 {
-    const char *prog = getenv("AO_TEST_SERVED_REUSE"), *shim = getenv("AO_TEST_SHIM");
-    cr_assert(prog && shim);
     char rep[] = "/tmp/aoshim-served-XXXXXX";
     int fd = mkstemp(rep);
     cr_assert(fd >= 0);
     close(fd);
-    char cmd[2048], out[256];
-    snprintf(cmd, sizeof cmd,
-             "env LD_PRELOAD=%s AOSHIM_SERVE=1 AOSHIM_OFFLOAD_LAYERS=all AOSHIM_QUIET=1 "
-             "AOSHIM_REPORT=%s SIM_QUIET=1 SIM_RACE_FATAL=1 timeout 60 %s",
-             shim, rep, prog);
-    int st;
-    slurp(cmd, out, sizeof out, &st);
+    char cmd[2048], out[256], settings[256];
+    snprintf(settings, sizeof settings,
+             "AOSHIM_SERVE=1 AOSHIM_OFFLOAD_LAYERS=all AOSHIM_REPORT=%s SIM_RACE_FATAL=1", rep);
+    int st = shimmed("AO_TEST_SERVED_REUSE", settings, true, "", out, sizeof out);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
               WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
     cr_expect_str_eq(out, "same_addr=1 read_ok=1 cross_ok=1 slab=1 slab_read_ok=1 keep=0\n");
@@ -484,4 +473,3 @@ Test(safety_net, served_allocations_are_reused_in_stream_order)
     cr_assert(k, "no served_allocs in the report");
     cr_expect_eq(strtoul(k + strlen("\"served_allocs\":"), NULL, 10), 9, "%.80s", k);
 }
-
