@@ -293,10 +293,13 @@ static bool offload_prepare(ao_chunk_t *c)
 }
 
 // Queue a prepared chunk's copies on the offload stream; the bytes that go
-// (*now: those copied now, not at the layer's end).
+// (*now: those copied now, not at the layer's end). The chunk may go once
+// its own copies are done (ao_poll_locked): those queued now (ev_out), or,
+// when every one was made at the layer's end, those (out_early: ev_copy,
+// recorded after them by early_start).
 static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers, uint64_t *now)
 {
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, before = *now;
     for (ao_buffer_t *b = c->buffers; b; b = b->next) {
         if (b->freed) continue;
         // Copied at the layer's end and unused since: its host copy stands.
@@ -318,6 +321,8 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers, uint64_t *now)
         (*buffers)++;
         ao_stat_add(AO_STAT_OFFLOADED_BUFFERS, 1);
     }
+    c->out_early = bytes && *now == before;
+    if (!c->out_early) out_mark(c, &c->ev_out);
     return bytes;
 }
 
@@ -465,18 +470,7 @@ void ao_offload(ao_scope_t *s)
     uint64_t bytes = 0, now = 0; // (those copied early were timed then)
     unsigned buffers = 0;
     for (ao_chunk_t *c = s->chunks; c; c = c->next)
-        if (c->prepared) {
-            uint64_t before = now;
-            bool early = false;
-            for (ao_buffer_t *b = c->buffers; b && !early; b = b->next)
-                early = b->early;
-            bytes += offload_chunk(c, &buffers, &now), c->prepared = false;
-            // Each chunk may go once its own copies are done (ao_poll_locked):
-            // those queued now, or, when all were made at the layer's end,
-            // those (ev_copy, recorded after them by early_start).
-            c->out_early = now == before && early;
-            if (!c->out_early) out_mark(c, &c->ev_out);
-        }
+        if (c->prepared) bytes += offload_chunk(c, &buffers, &now), c->prepared = false;
     if (!bytes) {
         ao_event_put(t0, true);
         return;
