@@ -107,20 +107,18 @@ const void *ao_engine_touch(CUdeviceptr p, uint64_t n, CUstream s, const char *w
     bool capturing = stream_capturing(s, &capture), late = false;
     ao_unprefetch(c); // used from now on: never taken back
     if (c->watched && c->state == AO_RESIDENT) watched_use(c, p, n, s, capturing);
-    if (c->state == AO_OFFLOADING && (capturing || sc->release_recorded)) {
-        // Past its release point, or wanted by a graph: keep it (the device
-        // copy is intact). Before its release point any launch may use it.
-        // Past it, the layer's other chunks come back with it, kept or
-        // reloaded: each chunk goes back as its own copy is done, and a use
+    if (c->state == AO_OFFLOADING && capturing) {
+        // Wanted by a graph: keep it (the device copy is intact). Before its
+        // release point any launch may use it.
+        ao_cancel_chunk(c);
+        late = sc->release_recorded;
+    } else if (c->state == AO_OFFLOADED || (c->state == AO_OFFLOADING && sc->release_recorded)) {
+        // Away, or past its release point: the layer comes back, its chunks
+        // still copying kept (their device copy is intact), those gone
+        // reloaded. Each chunk goes back as its own copy is done, and a use
         // of one (a layer boundary off) is a use of the layer (the H200 GPT's
         // measuring step: a memset of layer 0 kept one chunk, and the next
         // memset found another gone, two late reloads for the GPU's one).
-        if (sc->release_recorded && !capturing)
-            ao_reload(sc, false, false);
-        else
-            ao_cancel_chunk(c);
-        late = sc->release_recorded;
-    } else if (c->state == AO_OFFLOADED) {
         ao_reload(sc, false, false);
         late = true;
     }
