@@ -179,6 +179,14 @@ int ao_parse_schedule(const char *s, unsigned *out)
     return -1;
 }
 
+int ao_parse_serve(const char *s, unsigned *out)
+{
+    if (strcasecmp(s, "auto") == 0) return *out = AO_SERVE_AUTO, 0;
+    bool b;
+    if (ao_parse_bool(s, &b) < 0) return -1;
+    return *out = b ? AO_SERVE_ON : AO_SERVE_OFF, 0;
+}
+
 bool ao_layerset_has(const ao_layerset_t *s, unsigned layer, unsigned nlayers)
 {
     if (layer >= AO_MAX_LAYERS) return false;
@@ -224,6 +232,10 @@ static int set_sched(void *f, const char *v)
 {
     return ao_parse_schedule(v, f);
 }
+static int set_serve(void *f, const char *v)
+{
+    return ao_parse_serve(v, f);
+}
 static int set_torch(void *f, const char *v)
 {
     return ao_parse_torch(v, f);
@@ -249,6 +261,7 @@ static int set_path(void *f, const char *v)
 #define AO_SET_DEFAULT_layers set_layers
 #define AO_SET_DEFAULT_torch  set_torch
 #define AO_SET_DEFAULT_sched  set_sched
+#define AO_SET_DEFAULT_serve  set_serve
 #define AO_SET_DEFAULT_path   set_path
 #define AO_SET_DEFAULT_share  set_share
 

@@ -30,6 +30,10 @@ typedef enum ao_layers_kind_e {
     AO_LAYERS_AUTO, // planned from a measured step (offload/plan.h); the first step as ALL
 } ao_layers_kind_t;
 
+// AOSHIM_SERVE: whether aoshim's memory serves the program's own
+// stream-ordered allocations (offload/serve.c).
+enum ao_serve { AO_SERVE_OFF, AO_SERVE_ON, AO_SERVE_AUTO };
+
 // AOSHIM_SCHEDULE: whose timing the engine's copies follow (offload/sched.h).
 enum ao_schedule { AO_SCHEDULE_AOSHIM, AO_SCHEDULE_TE };
 
@@ -48,7 +52,7 @@ typedef struct ao_layerset_s {
 } ao_layerset_t;
 
 // X(NAME, field, type, default, accepted, help)
-// type is one of: bool, size, uint, layers, path, level, torch, share
+// type is one of: bool, size, uint, layers, path, level, torch, share, sched, serve
 #define AO_OPTIONS(X)                                                                              \
     X(ENABLE, enable, bool, "1", "a boolean (1/0, true/false, yes/no, on/off)",                    \
       "0 makes aoshim a pure pass-through")                                                        \
@@ -91,13 +95,13 @@ typedef struct ao_layerset_s {
       "the host stack's leftovers for that kernel, not a pointer it reads, and is not taken as a " \
       "touch of an offloaded layer again (PyTorch's elementwise kernels carry such words); 0: "    \
       "every word may be a pointer (a program whose own kernels may pass a real pointer there)")   \
-    X(SERVE, serve, bool, "0", "a boolean (1/0, true/false, yes/no, on/off)",                      \
-      "1: while layers are offloaded, the program's own stream-ordered allocations "               \
-      "(cudaMallocAsync "                                                                          \
+    X(SERVE, serve, serve, "auto", "'auto' or a boolean (1/0, true/false, yes/no, on/off)",        \
+      "while layers are offloaded, the program's own stream-ordered allocations (cudaMallocAsync " \
       "from the default pool: gradients, optimizer state, temporaries) come from aoshim's memory " \
-      "too, one pool for both, as the program's pool alone would be without aoshim; 0: they go "   \
-      "to "                                                                                        \
-      "the program's pool beside aoshim's")                                                        \
+      "too, one pool for both, as the program's pool alone would be without aoshim. 1: from the "  \
+      "start; auto: from the step after one whose end found the program's pool holding unused "    \
+      "memory beside aoshim's (at least 64 MiB and 1% of the device's memory in use); 0: never, "  \
+      "they go to the program's pool beside aoshim's")                                             \
     X(CONTROL_LOG, control_log, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
       "write one line per layer-boundary call, '<call> <layer> <microbatch>', to this file, "      \
       "also in a process without a GPU")                                                           \
@@ -119,6 +123,7 @@ typedef struct ao_config_s {
 #define AO_FIELD_layers                           ao_layerset_t
 #define AO_FIELD_share                            ao_share_t
 #define AO_FIELD_sched                            unsigned // enum ao_schedule
+#define AO_FIELD_serve                            unsigned // enum ao_serve
 #define AO_FIELD_torch                            const char * // "auto", "0" or the path
 #define X(NAME, field, type, def, accepted, help) AO_FIELD_##type field;
     AO_OPTIONS(X)
@@ -159,5 +164,7 @@ int ao_parse_share(const char *s, ao_share_t *out);
 int ao_parse_torch(const char *s, const char **out);
 // AOSHIM_SCHEDULE: "aoshim" or "te" (any case); -1 for anything else.
 int ao_parse_schedule(const char *s, unsigned *out);
+// AOSHIM_SERVE: "auto" or a boolean (ao_parse_bool); -1 for anything else.
+int ao_parse_serve(const char *s, unsigned *out);
 
 #endif // AO_CONFIG_H

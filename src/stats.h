@@ -24,6 +24,8 @@
     X(SERVED_BYTES, "the program's own bytes served from aoshim's memory (live)")                  \
     X(SERVED_ALLOCS, "the program's own allocations served from aoshim's memory")                  \
     X(SERVED_PEAK_BYTES, "the most of the program's own bytes aoshim's memory served at once")     \
+    X(SERVED_FROM_STEP, "the step serving began in, plus one (0: never)")                          \
+    X(SERVE_POOL_UNUSED, "the program's pool's unused reserve when serving began (auto)")          \
     X(OFFLOADED_BYTES, "bytes offloaded (copied out and released)")                                \
     X(RELOADED_BYTES, "bytes reloaded")                                                            \
     X(OFFLOADED_BUFFERS, "buffers offloaded")                                                      \

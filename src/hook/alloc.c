@@ -18,7 +18,7 @@ bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async)
     ao_engine_thread_seen();
     if (async) ao_engine_note_stream(stream);
     bool scope = ao_engine_in_scope();
-    if (!scope && !(async && ao_config.serve)) return false;
+    if (!scope && !(async && ao_engine_serves())) return false;
     if (n < ao_config.min_bytes || !n) {
         if (scope) ao_stat_add(AO_STAT_KEPT_SMALL, 1);
         return false;

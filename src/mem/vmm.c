@@ -145,6 +145,10 @@ static void release(CUmemGenericAllocationHandle h)
 
 static void pool_put(size_t size, CUmemGenericAllocationHandle h)
 {
+    if (ao_vmm.fine && size != ao_vmm.granule) { // made before serving began: fits nothing now
+        release(h);
+        return;
+    }
     if (npool == cappool) {
         size_t cap = cappool ? cappool * 2 : 64;
         idle_t *n = realloc(pool, cap * sizeof *n);

@@ -432,6 +432,11 @@ void ao_auto_step(void)
     ao_auto.slack_once = ao_auto.caught_up ? ao_auto.pool_unused_now : 0;
     if (ao_auto.caught_up) slack = 0; // not this step's peak
     ao_auto.caught_up = false;
+    // Serving begins with the next step: this step's pool slack and what its
+    // model missed were the two allocators side by side (the program's pool
+    // has given back its unused reserve).
+    if (ao_auto.serve_began) slack = ao_auto.pool_slack = ao_auto.model_slack = 0;
+    ao_auto.serve_began = false;
     if (slack > ao_auto.pool_slack) ao_auto.pool_slack = slack;
     ao_auto.pool_held = 0;
     ao_plan_in_t in = {
@@ -456,6 +461,12 @@ void ao_auto_step(void)
     plan_take(&in, false);
     if (ao_auto.why == ao_auto.shape_why) ao_auto.why = NULL;
     ao_auto.plans_at_start = (int)ao_auto.plans; // the next step runs under this plan
+}
+
+void ao_auto_serving_began(void)
+{
+    ao_auto.serve_began = true;
+    if (!ao_auto.why) ao_auto.why = "the program's allocations served from aoshim's memory";
 }
 
 // A layer saved other bytes than the plan expects of it: the shapes changed

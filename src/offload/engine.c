@@ -39,7 +39,9 @@ bool ao_engine_ensure_ready(void)
         if (r == CUDA_SUCCESS) r = ao_real.cuCtxSetCurrent(c);
     }
     if (r == CUDA_SUCCESS) r = ao_vmm_init();
-    ao_vmm.fine = ao_config.serve; // granule handles: any idle memory backs any range (serve.c)
+    // Granule handles (any idle memory backs any range) while serving.
+    ao_vmm.fine = ao_engine_serving = ao_config.serve == AO_SERVE_ON && !ao_config.check;
+    if (ao_engine_serving) ao_stat_max(AO_STAT_SERVED_FROM_STEP, 1);
     if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&ao_eng.d2h, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&ao_eng.h2d, CU_STREAM_NON_BLOCKING);
     if (r != CUDA_SUCCESS) {
@@ -843,6 +845,7 @@ int ao_engine_layer_begin(int layer)
     // reloads took more: measured, the peak of 4 of 12 offloaded layers rose
     // by 17%). The manual schedule may name any layer.
     if (!ao_sched_now.name) ao_sched_update(); // a layer before the program's first CUDA call
+    if (layer == 0 && ao_eng.mb == 0) ao_serve_decide(); // AOSHIM_SERVE=auto, as a forward begins
     s->passthrough = !ao_eng.manual && ao_offloads_nothing();
     if (s->passthrough && ao_auto.on) s->pt0 = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
     if (s->passthrough && (ao_idle_mapped || ao_phys_idle())) // the tracked scopes' left over

@@ -40,6 +40,16 @@ static inline bool ao_engine_in_scope(void)
 {
     return __atomic_load_n(&ao_engine_open_scope, __ATOMIC_ACQUIRE) != NULL;
 }
+// Whether aoshim's memory serves the program's own stream-ordered
+// allocations now (offload/serve.c): AOSHIM_SERVE=1 from the start, auto
+// once a step's end found the program's pool holding memory unused beside
+// aoshim's. Read without a lock on every allocation; ao_engine_serve checks
+// again under it.
+extern bool ao_engine_serving;
+static inline bool ao_engine_serves(void)
+{
+    return __atomic_load_n(&ao_engine_serving, __ATOMIC_RELAXED);
+}
 // A tracked allocation in the open scope. CUDA_SUCCESS and *out;
 // CUDA_ERROR_OUT_OF_MEMORY; or CUDA_ERROR_NOT_SUPPORTED when aoshim cannot
 // track it (no VMM, scope closed meanwhile): the caller passes it through.

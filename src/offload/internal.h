@@ -308,6 +308,7 @@ typedef struct ao_auto_s {
     int plans_at_start;
     bool caught_up;           // this measuring step caught up under a budget (engine.c)
     bool yielded;             // the measuring step gave its idle memory back (engine.c)
+    bool serve_began;         // serving began at this step's end (serve.c): one pool from now on
     // What the program had allocated outside the layers as the step began
     // (its first layer_begin, then each step's end), and carry, what the
     // last step left beyond that (the optimizer's state, made in the first
@@ -377,6 +378,9 @@ ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split);
 ao_chunk_t *ao_chunk_serve(ao_scope_t *s, size_t size, CUstream st);
 bool ao_chunk_keep_freed(ao_chunk_t *c, CUevent ev);
 void ao_serve_unlink(ao_chunk_t *c, ao_buffer_t *b);
+// AOSHIM_SERVE=auto, at a step's end: serve from the next step if the
+// program's pool held memory unused beside aoshim's (serve.c).
+void ao_serve_decide(void);
 bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev);
 void ao_chunk_retire(ao_chunk_t *c);
 void ao_chunk_set(ao_chunk_t *c, ao_state_t st);
@@ -415,6 +419,9 @@ void ao_auto_device_note(uint64_t in_use);
 uint64_t ao_device_in_use(void);
 uint64_t ao_auto_plan_budget(void);
 void ao_auto_step(void);
+// Serving began (serve.c): what the plans held off the budget for the
+// program's pool beside aoshim's is no longer there.
+void ao_auto_serving_began(void);
 void ao_auto_trim_to_learned(void);
 
 // --- graph.c ---------------------------------------------------------------------------------

@@ -141,17 +141,29 @@ static void emit_summary(ao_emitter_t *e)
                    "program's pool held more side by side (docs/report.md)"));
         ao_emit_row_end(e);
     }
-    if (ao_config.serve) { // the JSON has the keys always
+    // Serving (AOSHIM_SERVE): from which step, and under auto why then.
+    const uint64_t from = ao_stat_get(AO_STAT_SERVED_FROM_STEP),
+                   unused = ao_stat_get(AO_STAT_SERVE_POOL_UNUSED);
+    if (from) { // the JSON has the keys always
         ao_emit_row_begin(e, "served from aoshim's memory");
         ao_emit_val(e, NULL, "served_allocs", AO_U64(ao_stat_get(AO_STAT_SERVED_ALLOCS)));
         ao_emit_val(e, " of the program's own allocations, at most ", "served_peak_bytes",
                     AO_BYTES(ao_stat_get(AO_STAT_SERVED_PEAK_BYTES)));
-        ao_emit_val(e, " at once (one pool for them and the layers: AOSHIM_SERVE)", NULL,
-                    AO_STR(""));
+        ao_emit_val(e, " at once, from step ", "served_from_step", AO_U64(from - 1));
+        if (unused)
+            ao_emit_val(e, " (the program's pool held ", "serve_pool_unused_bytes",
+                        AO_BYTES(unused));
+        ao_emit_val(e, NULL, NULL,
+                    AO_STR(unused ? " unused as that step's forward began; one pool for them and "
+                                    "the layers: AOSHIM_SERVE)"
+                                  : " (one pool for them and the layers: AOSHIM_SERVE)"));
+        if (!unused) json_only(e, "serve_pool_unused_bytes", AO_BYTES(0));
         ao_emit_row_end(e);
     } else {
         json_only(e, "served_allocs", AO_U64(0));
         json_only(e, "served_peak_bytes", AO_BYTES(0));
+        json_only(e, "served_from_step", AO_I64(-1));
+        json_only(e, "serve_pool_unused_bytes", AO_BYTES(0));
     }
     ao_emit_kv(e, "peak allocated", "peak_device_bytes", AO_BYTES(peak));
     ao_emit_row_begin(e, "peak allocated without offloading");

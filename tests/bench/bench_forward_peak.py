@@ -89,7 +89,8 @@ def measure(trace, peak, step, serve):
     s = doc["summary"]
     # The activations: what the forward saves in one step (aoshim's count).
     acts = sum(x["tracked_bytes"] for x in doc["layers"]) // STEPS
-    print(f"activations_per_step_gib={gib(acts)} served_allocs={s['served_allocs']}")
+    print(f"activations_per_step_gib={gib(acts)} served_allocs={s['served_allocs']} "
+          f"served_from_step={s['served_from_step']}")
     off = s["peak_without_offloading_bytes"] - s["peak_device_bytes"]
     saved = peak - max(peaks[1:]) if len(peaks) > 1 else 0
     print(f"all peak_in_use_gib={gib(max(peaks[1:]))} measuring_step_gib={gib(peaks[0])} "
@@ -136,9 +137,11 @@ def main():
               f"fwd_in_use_gib={gib(base['fwd_in_use_bytes'])}")
 
         # AOSHIM_SERVE=0: the program's own allocations in its pool beside
-        # aoshim's memory (the default); 1: served from aoshim's memory, one
-        # pool for both (offload/serve.c).
-        for serve in ("0", "1"):
+        # aoshim's memory; auto (the default): served from aoshim's memory,
+        # one pool for both (offload/serve.c), from the first step here
+        # (train_step --pytorch sets the pool's release threshold to the
+        # maximum, as PyTorch does).
+        for serve in ("0", "auto"):
             print(f"== AOSHIM_SERVE={serve}")
             measure(trace, peak, step, f"AOSHIM_SERVE={serve}")
 

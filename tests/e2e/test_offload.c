@@ -311,26 +311,37 @@ Test(e2e, same_bits_served_part, .timeout = 120)
 // Served, one layer offloaded holds less than without aoshim, where the
 // program's pool beside aoshim's memory held more (a layer's freed memory
 // kept while the pool grew for the gradients): the device's peak by the
-// driver's count (the simulator's physical peak).
+// driver's count (the simulator's physical peak). The default
+// (AOSHIM_SERVE=auto) serves from the first step, since train_step
+// --pytorch sets the pool's release threshold to the maximum as PyTorch
+// does: the same peak as AOSHIM_SERVE=1.
 Test(e2e, served_one_layer_lowers_the_device, .timeout = 60)
 {
     const char *args = " --pytorch --nodata --steps 4 --layers 8 --hidden 1024 --seq 1024 "
                        "--batch 4 --heads 16";
-    e2e_result_t base, pool, served;
+    e2e_result_t base, pool, served, dflt;
     e2e_train(&base, false, NULL, args);
     expect_ok("without aoshim", &base);
     e2e_train(&pool, true, ENV("AOSHIM_SERVE=0", "AOSHIM_OFFLOAD_LAYERS=1"), args);
     expect_ok("the program's pool", &pool);
     e2e_train(&served, true, ENV("AOSHIM_SERVE=1", "AOSHIM_OFFLOAD_LAYERS=1"), args);
     expect_ok("served", &served);
+    e2e_train(&dflt, true, ENV("AOSHIM_OFFLOAD_LAYERS=1"), args);
+    expect_ok("the default", &dflt);
     cr_log_info("one layer offloaded: device peak %" PRIu64 " without aoshim, %" PRIu64
-                " beside the pool, %" PRIu64 " served",
-                base.peak, pool.peak, served.peak);
+                " beside the pool, %" PRIu64 " served, %" PRIu64 " by default",
+                base.peak, pool.peak, served.peak, dflt.peak);
     cr_expect_gt(pool.peak, base.peak, "the pool beside aoshim held no more");
     cr_expect_lt(served.peak, base.peak, "served, the device held no less");
+    const char *row = e2e_summary(dflt.err, "served from aoshim's memory");
+    cr_assert(row, "the default served nothing:\n%s", dflt.err);
+    cr_expect(strstr(row, " at once, from step 0 (one pool"), "%.*s", (int)strcspn(row, "\n"), row);
+    cr_expect_eq(dflt.peak, served.peak, "the default held %" PRIu64 ", served %" PRIu64, dflt.peak,
+                 served.peak);
     e2e_free(&base);
     e2e_free(&pool);
     e2e_free(&served);
+    e2e_free(&dflt);
 }
 
 static uint64_t late_reloads(const e2e_result_t *r)
@@ -585,6 +596,9 @@ Test(e2e, resident_layers_cost_no_mapping, .timeout = 60)
     cr_log_info("one step more: cuMemSetAccess +%" PRIu64 ", cuMemUnmap +%" PRIu64, access, unmap);
     cr_expect_eq(access, 2, "mappings per step");
     cr_expect_eq(unmap, 2, "unmaps per step");
+    // The synthetic step's pool gives back what it does not use (it
+    // synchronises), so the default (AOSHIM_SERVE=auto) serves nothing.
+    cr_expect(!strstr(b.err, "served from aoshim's memory"), "served:\n%s", b.err);
     e2e_free(&a);
     e2e_free(&b);
 }

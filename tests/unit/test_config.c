@@ -73,6 +73,30 @@ Test(config, bools)
     cr_assert_eq(ao_parse_bool("y", &b), -1);
 }
 
+// AOSHIM_SERVE: auto (the default), or a boolean; anything else is one
+// error line naming what is accepted.
+Test(config, serve_is_auto_or_a_boolean)
+{
+    ao_config_t c;
+    char err[768];
+    char *env0[] = {"PATH=/bin", NULL};
+    cr_assert_eq(ao_config_load(&c, env0, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(c.serve, AO_SERVE_AUTO, "unset: %u", c.serve);
+    static const struct {
+        const char *v;
+        unsigned want;
+    } forms[] = {{"auto", AO_SERVE_AUTO}, {"AUTO", AO_SERVE_AUTO}, {"1", AO_SERVE_ON},
+                 {"on", AO_SERVE_ON},     {"0", AO_SERVE_OFF},     {"false", AO_SERVE_OFF}};
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
+        cr_assert_eq(ao_config_set(&c, "SERVE", forms[i].v, err, sizeof err), 0, "%s", err);
+        cr_expect_eq(c.serve, forms[i].want, "%s: %u", forms[i].v, c.serve);
+    }
+    cr_assert_eq(ao_config_set(&c, "SERVE", "sometimes", err, sizeof err), -1);
+    cr_expect_str_eq(err, "aoshim: error: AOSHIM_SERVE='sometimes': 'auto' or a boolean (1/0, "
+                          "true/false, yes/no, on/off)");
+    cr_expect_eq(c.serve, AO_SERVE_OFF, "a bad value changed it: %u", c.serve);
+}
+
 Test(config, layers)
 {
     ao_layerset_t s;

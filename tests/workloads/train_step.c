@@ -1088,6 +1088,18 @@ int main(int argc, char **argv)
         !grad_bytes || !adam_m || !adam_v)
         abort();
 
+    // --pytorch: PyTorch's backend:cudaMallocAsync sets the default pool's
+    // release threshold to the maximum as it starts, so the pool keeps what
+    // the program frees across synchronisations.
+    if (cfg.pytorch && cfg.use_async) {
+        cudaMemPool_t pool;
+        uint64_t keep = UINT64_MAX;
+        cudaError_t e = cudaDeviceGetDefaultMemPool(&pool, 0);
+        if (e == cudaSuccess)
+            e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+        if (e != cudaSuccess) die_cuda("cudaMemPoolSetAttribute", e);
+    }
+
     // --- static memory: weights, gradients, inputs, loss gradients ---
     // 16-bit weights; --pytorch: fp32 master weights, fp32 gradients and
     // Adam's two fp32 states (the gradients are made by each backward).
