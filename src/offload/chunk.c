@@ -374,7 +374,8 @@ static void chunk_drop(ao_chunk_t *c)
 // cannot be kept now (the caller retires it as usual).
 bool ao_chunk_keep_freed(ao_chunk_t *c, CUevent ev)
 {
-    if (ao_config.check || !c->mapped || (!ao_eng.manual && ao_offloads_nothing()) || c->nfree_ev ||
+    if (ao_config.check || !c->mapped ||
+        (!ao_eng.manual && ao_offloads_nothing() && !ao_serve_active()) || c->nfree_ev ||
         c->free_unordered || c->ev_copy || !idle_keep(c, &ev, 1))
         return false;
     buffers_free(c);
@@ -401,7 +402,8 @@ bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
     // offloads nothing (known mid-way through the first step) the layers go
     // to the real allocator, which gets the memory back at once instead
     // (held, a 1F1B step of 4 microbatches peaked 71% over its need).
-    bool none = !ao_eng.manual && ao_offloads_nothing();
+    // Serving, aoshim's memory is that allocator: kept (serve.c).
+    bool none = !ao_eng.manual && ao_offloads_nothing() && !ao_serve_active();
     if (!ao_config.check && c->mapped && ev && !none && idle_keep(c, ev, nev)) {
         took = true;
         c->mapped = false; // the mapping is the cache's now

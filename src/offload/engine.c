@@ -329,7 +329,7 @@ static uint64_t offload_chunk(ao_chunk_t *c, unsigned *buffers, uint64_t *now)
 }
 
 // AOSHIM_BUDGET was given (bytes or a share of the device).
-static bool budget_given(void)
+bool ao_budget_given(void)
 {
     return ao_config.budget.bytes || ao_config.budget.percent;
 }
@@ -350,7 +350,7 @@ static bool layer_selected(int layer)
     // in this step). The default budget (the free memory, less 5%) is the
     // device's edge, which the safety net keeps: there a step that fits by
     // its allocations moves nothing while it is measured.
-    return budget_given() && ao_device_in_use() >= at;
+    return ao_budget_given() && ao_device_in_use() >= at;
 }
 
 // The measuring step under a given budget, once the device holds nearly
@@ -367,7 +367,7 @@ static bool layer_selected(int layer)
 static void measuring_catch_up(const ao_scope_t *now)
 {
     static bool busy; // the layers caught up come through ao_offload too
-    if (!ao_sched_now.min_held || ao_eng.manual || busy || !budget_given()) return;
+    if (!ao_sched_now.min_held || ao_eng.manual || busy || !ao_budget_given()) return;
     busy = true;
     bool any = false;
     for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
@@ -403,7 +403,7 @@ static void measuring_catch_up(const ao_scope_t *now)
 // the pool grew again beside aoshim's handles).
 static void measuring_yields(void)
 {
-    if (ao_eng.manual || !ao_auto.on || ao_eng.steps != 0 || ao_auto.yielded || budget_given())
+    if (ao_eng.manual || !ao_auto.on || ao_eng.steps != 0 || ao_auto.yielded || ao_budget_given())
         return;
     ao_drain_locked();
     ao_idle_give_back();
@@ -848,7 +848,8 @@ int ao_engine_layer_begin(int layer)
     if (layer == 0 && ao_eng.mb == 0) ao_serve_decide(); // AOSHIM_SERVE=auto, as a forward begins
     s->passthrough = !ao_eng.manual && ao_offloads_nothing();
     if (s->passthrough && ao_auto.on) s->pt0 = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
-    if (s->passthrough && (ao_idle_mapped || ao_phys_idle())) // the tracked scopes' left over
+    // The tracked scopes' left over goes back, unless it serves the program.
+    if (s->passthrough && !ao_serve_active() && (ao_idle_mapped || ao_phys_idle()))
         ao_idle_give_back();
     ao_eng.open = s;
     __atomic_store_n(&ao_engine_open_scope, s, __ATOMIC_RELEASE);
@@ -1076,12 +1077,13 @@ int ao_engine_step_end(void)
     // No layer tracked from now on (a policy or a plan that offloads
     // nothing): the idle physical memory of the tracked steps goes back to
     // the driver, where the real allocator, which serves the layers now, can
-    // have it; otherwise the step would hold both. The host waits here, once,
-    // for the releases under way.
+    // have it; otherwise the step would hold both (serving, it is the
+    // program's pool: kept). The host waits here, once, for the releases
+    // under way.
     if (ao_eng.ready && (first || (ao_auto.on && ao_auto.plan.count < before)) &&
         ao_offloads_nothing()) {
         ao_drain_locked();
-        ao_idle_give_back();
+        if (!ao_serve_active()) ao_idle_give_back();
         ao_host_trim(); // and the host memory its copies pinned
     } else if (ao_eng.ready && ao_auto.reshaped) {
         ao_drain_locked();

@@ -338,6 +338,7 @@ extern ao_sched_t ao_sched_now;
     }
 
 // --- engine.c --------------------------------------------------------------------------------
+bool ao_budget_given(void); // AOSHIM_BUDGET set
 void ao_cancel_chunk(ao_chunk_t *c);
 bool ao_engine_ensure_ready(void);
 int ao_engine_enter(void);
@@ -381,6 +382,9 @@ void ao_serve_unlink(ao_chunk_t *c, ao_buffer_t *b);
 // AOSHIM_SERVE=auto, at a step's end: serve from the next step if the
 // program's pool held memory unused beside aoshim's (serve.c).
 void ao_serve_decide(void);
+// Serving now: begun, and not paused by a plan of nothing without a given
+// budget (serve.c).
+bool ao_serve_active(void);
 bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev);
 void ao_chunk_retire(ao_chunk_t *c);
 void ao_chunk_set(ao_chunk_t *c, ao_state_t st);

@@ -40,11 +40,24 @@
 // never served: serving costs a cuMemMap per granule, a layer's mapping
 // 0.2 ms on the simulator's figures.
 //
+// Once begun, serving goes on under a plan that offloads nothing for a
+// given budget: the plan was made for one pool, and the program's pool
+// would hold its own fragments beside what aoshim's memory serves (the H200
+// GPT, replayed under a budget the link could hide: a plan of nothing for a
+// step that needed 21.27 GiB served, the step then 22.77 GiB in the pool,
+// and the plans after it swung to 13 layers at 29.31 GiB). Without a given
+// budget a plan of nothing pauses it: the program's pool serves, as it
+// would without aoshim, at its speed (the 24-layer GPT at batch 1, whose
+// peak offloading cannot lower: served, 81 ms a step against 70), and
+// aoshim's idle memory goes back to the driver. A plan that offloads again
+// resumes it as a forward begins, the pool's unused reserve given back as
+// when serving began.
+//
 // Not served: allocations below AOSHIM_MIN_BYTES, cudaMalloc (not stream
 // ordered), a pool the program chose (cudaMallocFromPoolAsync, or a current
 // pool other than the default: it may export or share it), allocations on a
-// capturing stream (graph memory is the graph's), and anything while no
-// layer is tracked (a policy or plan that offloads nothing).
+// capturing stream (graph memory is the graph's), and anything before
+// serving began (a policy that offloads nothing never begins it).
 #include "offload/internal.h"
 
 static ao_scope_t *server(CUstream stream)
@@ -138,7 +151,7 @@ CUresult ao_engine_serve(size_t size, CUstream stream, CUdeviceptr *out)
     CUresult r = CUDA_ERROR_NOT_SUPPORTED;
     if (!ao_engine_serves() || size < ao_config.min_bytes || !size) return r;
     pthread_mutex_lock(&ao_eng.mu);
-    if (!ao_eng.ready || ao_offloads_nothing() || !default_pool_current()) goto out;
+    if (!ao_eng.ready || !ao_serve_active() || !default_pool_current()) goto out;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     if (ao_real.cuStreamIsCapturing(stream, &cs) != CUDA_SUCCESS ||
         cs != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -169,6 +182,20 @@ out:
 #define AO_SERVE_UNUSED_MIN (64ull << 20)
 
 bool ao_engine_serving;
+static bool paused; // ao_serve_active was false at a forward's start
+
+bool ao_serve_active(void)
+{
+    return ao_engine_serving && (ao_eng.manual || !ao_offloads_nothing() || ao_budget_given());
+}
+
+// The program's frees done on the GPU (the host waits, once), its pool's
+// unused reserve back to the driver.
+static void pool_give_back(CUmemoryPool pool)
+{
+    ao_real.cuCtxSynchronize();
+    ao_real.cuMemPoolTrimTo(pool, 0);
+}
 
 // The program's pool keeps up to its release threshold unused across
 // synchronisations (PyTorch sets it to the maximum).
@@ -182,7 +209,16 @@ static bool pool_keeps(CUmemoryPool pool)
 
 void ao_serve_decide(void)
 {
-    if (ao_config.serve != AO_SERVE_AUTO || ao_engine_serving || ao_config.check || !ao_eng.ready ||
+    if (ao_engine_serving) { // paused, or resumed as this forward begins
+        bool was = paused;
+        paused = !ao_serve_active();
+        CUmemoryPool pool = NULL;
+        if (was && !paused && default_pool_current() &&
+            ao_real.cuDeviceGetDefaultMemPool(&pool, ao_vmm.device) == CUDA_SUCCESS)
+            pool_give_back(pool);
+        return;
+    }
+    if (ao_config.serve != AO_SERVE_AUTO || ao_config.check || !ao_eng.ready ||
         ao_offloads_nothing() || !default_pool_current())
         return;
     CUmemoryPool pool = NULL;
@@ -204,8 +240,7 @@ void ao_serve_decide(void)
     ao_idle_give_back();
     ao_vmm.fine = true;
     __atomic_store_n(&ao_engine_serving, true, __ATOMIC_RELAXED);
-    ao_real.cuCtxSynchronize();
-    ao_real.cuMemPoolTrimTo(pool, 0);
+    pool_give_back(pool);
     ao_stat_max(AO_STAT_SERVED_FROM_STEP, (uint64_t)ao_eng.steps + 1);
     if (!keeps) ao_stat_max(AO_STAT_SERVE_POOL_UNUSED, unused);
     ao_auto_serving_began();

@@ -19,6 +19,8 @@
 #     the plan said its copies would expose (plan_exposed_ms): the planner's
 #     model against the engine;
 #   - every static k: peak, step.
+# Then the same for each step recorded on a real GPU in the repository
+# (tests/replay/data/*/base-record.trace, its context modelled).
 # The measuring step (the first) is shown apart; under auto the figures are
 # the last step's (the plan converges over the steps), with every step's peak.
 #
@@ -54,11 +56,12 @@ def record(path):
                    check=True, capture_output=True, text=True, timeout=300)
 
 
-def replay(trace, *aoenv):
-    """(figures of the replay line, per-step peaks in use, per-step times, aoshim's report)."""
+def replay(trace, *aoenv, sim=()):
+    """(figures of the replay line, per-step peaks in use, per-step times, aoshim's report).
+    sim: the simulator's own NAME=VALUE pairs (the context a GPU's trace had)."""
     with tempfile.TemporaryDirectory() as d:
         rep = os.path.join(d, "r.json")
-        cmd = [sys.executable, TOOL, "run", trace, "--build", build, "--link", str(int(LINK))]
+        cmd = [sys.executable, TOOL, "run", trace, "--build", build, "--link", str(int(LINK)), *sim]
         if aoenv:
             cmd += ["--shim", SHIM, *aoenv, f"AOSHIM_REPORT={rep}", "AOSHIM_QUIET=1"]
         p = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=300)
@@ -84,11 +87,12 @@ def median(xs):
     return xs[len(xs) // 2] if xs else 0
 
 
-def measure(trace, peak, step, serve):
-    fig, peaks, times, doc = replay(trace, "AOSHIM_OFFLOAD_LAYERS=all", serve)
+def measure(trace, peak, step, serve, sim=()):
+    fig, peaks, times, doc = replay(trace, "AOSHIM_OFFLOAD_LAYERS=all", serve, sim=sim)
     s = doc["summary"]
+    nlayers = len(doc["layers"])
     # The activations: what the forward saves in one step (aoshim's count).
-    acts = sum(x["tracked_bytes"] for x in doc["layers"]) // STEPS
+    acts = sum(x["tracked_bytes"] for x in doc["layers"]) // fig["steps"]
     print(f"activations_per_step_gib={gib(acts)} served_allocs={s['served_allocs']} "
           f"served_from_step={s['served_from_step']}")
     off = s["peak_without_offloading_bytes"] - s["peak_device_bytes"]
@@ -100,14 +104,14 @@ def measure(trace, peak, step, serve):
 
     # Every static count: the fastest that keeps a budget is the reference.
     static = {}
-    for k in range(1, 8):
-        fig, peaks, times, _ = replay(trace, f"AOSHIM_OFFLOAD_LAYERS={k}", serve)
+    for k in range(1, nlayers):
+        fig, peaks, times, _ = replay(trace, f"AOSHIM_OFFLOAD_LAYERS={k}", serve, sim=sim)
         static[k] = (max(peaks[1:]), median(times[1:]))
         print(f"static k={k} peak_in_use_gib={gib(static[k][0])} step_x={static[k][1] / step:.2f}")
 
     hide = int(LINK * step / 3)  # bytes (GB/s = bytes/ns) the link carries in a third of a step
     for name, budget in (("hidden", peak - hide), ("25pct", peak - acts // 4)):
-        fig, peaks, times, doc = replay(trace, f"AOSHIM_BUDGET={budget}", serve)
+        fig, peaks, times, doc = replay(trace, f"AOSHIM_BUDGET={budget}", serve, sim=sim)
         kept = peaks[-1] <= budget
         best = min((t for p, t in static.values() if p <= budget), default=None)
         # The plan's own figure for the time its copies add, against the
@@ -124,26 +128,48 @@ def measure(trace, peak, step, serve):
               + (f" plan_exposed_ms={said.group(1)}" if said else ""))
 
 
+def gpu_traces():
+    """The steps recorded on a real GPU in the repository (gpu-check --record):
+    (name, trace, the simulator's context pairs)."""
+    data = os.path.join(ROOT, "tests", "replay", "data")
+    out = []
+    for name in sorted(os.listdir(data)):
+        runs = os.path.join(data, name, "runs.json")
+        trace = os.path.join(data, name, "base-record.trace")
+        if os.path.exists(runs) and os.path.exists(trace):
+            with open(runs) as f:
+                doc = json.load(f)
+            ctx = doc.get("context_bytes") or doc["runs"]["base"]["device_base"]
+            out.append((name, trace, (f"SIM_CONTEXT_BYTES={ctx}",)))
+    return out
+
+
+def bench(name, trace, sim=()):
+    base, bpeaks, btimes, _ = replay(trace, sim=sim)
+    peak, step = base["peak_in_use_bytes"], median(btimes[1:])
+    print(f"== {name}")
+    print(f"without_aoshim peak_in_use_gib={gib(peak)} step_ms={step / 1e6:.2f} "
+          f"fwd_in_use_gib={gib(base['fwd_in_use_bytes'])}")
+    # AOSHIM_SERVE=0: the program's own allocations in its pool beside
+    # aoshim's memory; auto (the default): served from aoshim's memory,
+    # one pool for both (offload/serve.c), from the first step here (the
+    # traces set the pool's release threshold to the maximum, as PyTorch
+    # does).
+    for serve in ("0", "auto"):
+        print(f"-- AOSHIM_SERVE={serve}")
+        measure(trace, peak, step, f"AOSHIM_SERVE={serve}", sim=sim)
 
 
 def main():
+    print(f"forward_peak_model={'x'.join(MODEL[1::2])} steps={STEPS} link_gbps={LINK:.0f}")
     with tempfile.TemporaryDirectory() as d:
         trace = os.path.join(d, "step.trace")
         record(trace)
-        base, bpeaks, btimes, _ = replay(trace)
-        peak, step = base["peak_in_use_bytes"], median(btimes[1:])
-        print(f"forward_peak_model={'x'.join(MODEL[1::2])} steps={STEPS} link_gbps={LINK:.0f}")
-        print(f"without_aoshim peak_in_use_gib={gib(peak)} step_ms={step / 1e6:.2f} "
-              f"fwd_in_use_gib={gib(base['fwd_in_use_bytes'])}")
-
-        # AOSHIM_SERVE=0: the program's own allocations in its pool beside
-        # aoshim's memory; auto (the default): served from aoshim's memory,
-        # one pool for both (offload/serve.c), from the first step here
-        # (train_step --pytorch sets the pool's release threshold to the
-        # maximum, as PyTorch does).
-        for serve in ("0", "auto"):
-            print(f"== AOSHIM_SERVE={serve}")
-            measure(trace, peak, step, f"AOSHIM_SERVE={serve}")
+        bench("train_step --pytorch, recorded", trace)
+    # The same on each real step in the repository whose peak is in the
+    # forward or backward (issue 22's "real traces").
+    for name, trace, sim in gpu_traces():
+        bench(f"{name} (recorded on a GPU)", trace, sim)
 
 
 if __name__ == "__main__":
