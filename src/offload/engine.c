@@ -886,7 +886,6 @@ int ao_engine_layer_end(int layer)
     }
     ao_eng.open = NULL;
     __atomic_store_n(&ao_engine_open_scope, NULL, __ATOMIC_RELEASE);
-    s->ended = true;
     // Learn the layer for the next step: which allocations were temporaries
     // or kept, and how much it saves.
     s->rec.saved = 0;
@@ -917,6 +916,13 @@ int ao_engine_layer_end(int layer)
     s->plan = NULL;
     free(s->stays);
     s->stays = NULL;
+    // Ended only now: a scope ended with no chunk goes at the next poll
+    // (events.c), and a re-plan above polls (plan_take drains the copies):
+    // ended before it, a layer whose buffers had all been freed went there,
+    // and the lines above read it freed (train_step --pytorch, its sequence
+    // doubled under a device too small for it: ASan's use after free, a heap
+    // corrupted without it).
+    s->ended = true;
     // This layer's kernels have read the previous layers' outputs: their
     // release point, where their copies out start. This one waits for its own.
     release_point(s->mb, s);

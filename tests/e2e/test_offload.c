@@ -898,6 +898,45 @@ Test(e2e, default_plans_under_memory_pressure, .timeout = 60)
     e2e_free(&with);
 }
 
+// A PyTorch-like step whose sequence doubles at step 3, on a device too
+// small for the longer one without aoshim (the default budget: the device
+// less 5%). The plan of nothing for the short sequence becomes one that
+// offloads, made at layer 0's end; a layer whose buffers were all freed
+// there outlives that re-plan (it went at the re-plan's poll, and its own
+// layer_end read it freed: a fault, ASan's use after free). By default the
+// program's allocations are served from the first step (train_step
+// --pytorch sets the pool's release threshold to the maximum), serving is
+// paused under the plan of nothing and resumed under the one that
+// offloads. Same bits as the unconstrained run, both ways.
+Test(e2e, auto_replans_a_pytorch_step_as_its_sequence_doubles, .timeout = 120)
+{
+    const char *args = "--pytorch --layers 8 --hidden 512 --seq 512 --batch 2 --heads 8 --steps 6 "
+                       "--seq-from 3:1024";
+    char small[128];
+    snprintf(small, sizeof small, "%s --capacity 1300M", args);
+    e2e_result_t base, tight, pool, served;
+    e2e_train(&base, false, NULL, args);
+    expect_ok("unconstrained, without aoshim", &base);
+    e2e_train(&tight, false, NULL, small);
+    cr_assert_str_eq(tight.ts_status, "oom", "the premise: without aoshim the step fits:\n%s",
+                     tight.err);
+    e2e_train(&pool, true, ENV("AOSHIM_SERVE=0"), small);
+    expect_ok("beside the pool", &pool);
+    e2e_train(&served, true, NULL, small);
+    expect_ok("by default", &served);
+    cr_log_info("sequence doubling under 1300M: checksum %s / %s / %s, peak %" PRIu64 " / %" PRIu64,
+                base.checksum, pool.checksum, served.checksum, pool.peak, served.peak);
+    cr_assert_str_eq(pool.checksum, base.checksum);
+    cr_assert_str_eq(served.checksum, base.checksum);
+    cr_assert_eq(pool.races + served.races, 0);
+    const char *row = e2e_summary(served.err, "served from aoshim's memory");
+    cr_assert(row && strstr(row, " at once, from step 0 (one pool"), "served:\n%s", served.err);
+    e2e_free(&base);
+    e2e_free(&tight);
+    e2e_free(&pool);
+    e2e_free(&served);
+}
+
 // 512 -> 768: kept until the step's end, the plan of step 2 (3 layers)
 // held 351 MiB in step 3 against 205 MiB; the one made at layer 0's end
 // offloads 5.
