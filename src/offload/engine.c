@@ -426,7 +426,18 @@ bool ao_offloads_nothing(void)
 // here on any use is the engine's business (the scan sees the chunk away
 // and cancels the offload, keeping the device copy), so no write can be
 // lost. The cost: a layer's copy starts one layer later than its end.
+static void offload_scope(ao_scope_t *s);
+
+// Callers walk the scopes: none goes while this one offloads (a catch-up
+// below drains the copies, and the poll there frees scopes left empty).
 void ao_offload(ao_scope_t *s)
+{
+    ao_eng.scope_hold++;
+    offload_scope(s);
+    ao_eng.scope_hold--;
+}
+
+static void offload_scope(ao_scope_t *s)
 {
     s->offload_pending = false;
     if (!(ao_eng.manual ? s->wanted : layer_selected(s->layer))) {

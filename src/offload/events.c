@@ -363,7 +363,7 @@ void ao_poll_locked(void)
                 ao_chunk_set(c, AO_RESIDENT);
             }
         }
-        if (!s->chunks && s->ended && s != ao_eng.open &&
+        if (!s->chunks && s->ended && s != ao_eng.open && !ao_eng.scope_hold &&
             (s->state == AO_RESIDENT || s->state == AO_OFFLOADED))
             ao_scope_destroy(s);
     }

@@ -207,6 +207,9 @@ typedef struct ao_engine_s {
     CUcontext ctx;
     CUstream d2h, h2d;  // one stream per copy direction: both copy engines work
     ao_scope_t *scopes; // newest first
+    // Scopes are being walked (ao_offload, called from loops over scopes,
+    // may drain the copies and poll): the poll frees no scope meanwhile.
+    int scope_hold;
     ao_scope_t *servers; // one per stream served on (layer -1): not in scopes, never offloaded
     ao_scope_t *open;   // the forward scope allocations go to
     ao_deferred_t *deferred;
