@@ -42,6 +42,25 @@ def main():
             for x, y in zip(printed, err):
                 if x != y:
                     print(f"  tool: {x}\n  exit: {y}")
+        # The rows only some runs have: one layer of a PyTorch-like step,
+        # served by default ('served from aoshim's memory') and beside the
+        # program's pool ('may have used more').
+        pyt = "--pytorch --layers 6 --hidden 512 --seq 512 --batch 2 --heads 8 --steps 3"
+        for env, row in ((("AOSHIM_SERVE", "auto"), "served from aoshim's memory"),
+                         (("AOSHIM_SERVE", "0"), "may have used more")):
+            c = os.path.join(d, "c.json")
+            rc = runner.run({"AOSHIM_REPORT": c, "AOSHIM_OFFLOAD_LAYERS": "1", env[0]: env[1]},
+                            args=pyt)
+            exit_rows = rc.stderr[rc.stderr.index("aoshim: memory summary"):].splitlines()[1:]
+            tool = subprocess.run([sys.executable, TOOL, c], capture_output=True, text=True)
+            rows = [l for l in tool.stdout.splitlines() if l.startswith("aoshim:")]
+            if rc.returncode != 0 or rows != exit_rows or not any(row in l for l in rows):
+                bad += 1
+                print(f"FAIL: {env[0]}={env[1]}: the tool's table differs from the exit summary "
+                      f"or has no '{row}' row")
+                for x, y in zip(rows, exit_rows):
+                    if x != y:
+                        print(f"  tool: {x}\n  exit: {y}")
         cmp_ = subprocess.run([sys.executable, TOOL, a, b], capture_output=True, text=True)
         text = cmp_.stdout
         print(text)
