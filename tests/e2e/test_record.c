@@ -618,14 +618,35 @@ Test(record, forked_children_write_nothing, .timeout = 120)
 // reads back through its completed steps: a step's end hands the records
 // over when a quarter second has passed since the last hand-over, and the
 // writer writes them at once. life goes on training for a second before it
-// is killed.
+// is killed, and longer (up to 10 s) until its file has grown twice since
+// it was ready: under a loaded machine (the suite's two processes) a
+// second once passed with nothing written yet.
+typedef struct kill_arg_s {
+    bool sent;
+    const char *dir;
+} kill_arg_t;
+
+static long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
 static void kill_when_ready(const char *out, void *arg)
 {
-    bool *sent = arg;
+    kill_arg_t *k = arg;
     const char *pid = strstr(out, "life pid=");
-    if (*sent || !pid || !strstr(out, "life ready\n")) return;
-    *sent = true;
-    nanosleep(&(struct timespec){1, 0}, NULL);
+    if (k->sent || !pid || !strstr(out, "life ready\n")) return;
+    k->sent = true;
+    char path[300];
+    snprintf(path, sizeof path, "%s/life.%d.gz", k->dir, atoi(pid + strlen("life pid=")));
+    long was = file_size(path);
+    int grew = 0;
+    for (int i = 0; i < 100 && (i < 10 || grew < 2); i++) {
+        nanosleep(&(struct timespec){0, 100000000}, NULL);
+        long now = file_size(path);
+        if (now > was) grew++, was = now;
+    }
     kill((pid_t)atoi(pid + strlen("life pid=")), SIGKILL);
 }
 
@@ -636,10 +657,10 @@ Test(record, killed_process_leaves_its_steps, .timeout = 60)
     snprintf(var, sizeof var, "AOSHIM_RECORD=%s/life.%%p.gz", dir);
     const char *env[] = {var, "AOSHIM_QUIET=1", NULL};
     const char *argv[] = {e2e_path("AO_LIFE"), "forever", NULL};
-    bool sent = false;
+    kill_arg_t k = {.dir = dir};
     e2e_result_t r;
-    e2e_run_ex(&r, true, env, argv, kill_when_ready, &sent);
-    cr_assert(sent, "never ready:\n%s\n%s", r.out, r.err);
+    e2e_run_ex(&r, true, env, argv, kill_when_ready, &k);
+    cr_assert(k.sent, "never ready:\n%s\n%s", r.out, r.err);
     cr_expect_eq(r.status, 128 + SIGKILL);
     const char *p = strstr(r.out, "life pid=");
     cr_assert(p);
