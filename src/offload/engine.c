@@ -40,8 +40,9 @@ bool ao_engine_ensure_ready(void)
     }
     if (r == CUDA_SUCCESS) r = ao_vmm_init();
     // Granule handles (any idle memory backs any range) while serving.
-    ao_vmm.fine = ao_engine_serving = ao_config.serve == AO_SERVE_ON && !ao_config.check;
-    if (ao_engine_serving) ao_stat_max(AO_STAT_SERVED_FROM_STEP, 1);
+    ao_vmm.fine = ao_config.serve == AO_SERVE_ON && !ao_config.check;
+    __atomic_store_n(&ao_engine_serving, ao_vmm.fine, __ATOMIC_RELAXED); // hooks read it unlocked
+    if (ao_vmm.fine) ao_stat_max(AO_STAT_SERVED_FROM_STEP, 1);
     if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&ao_eng.d2h, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS) r = ao_real.cuStreamCreate(&ao_eng.h2d, CU_STREAM_NON_BLOCKING);
     if (r != CUDA_SUCCESS) {
