@@ -99,9 +99,9 @@ typedef struct ao_layerset_s {
       "while layers are offloaded, the program's own stream-ordered allocations (cudaMallocAsync " \
       "from the default pool: gradients, optimizer state, temporaries) come from aoshim's memory " \
       "too, one pool for both, as the program's pool alone would be without aoshim. 1: from the "  \
-      "start; auto: from the step after one whose end found the program's pool holding unused "    \
-      "memory beside aoshim's (at least 64 MiB and 1% of the device's memory in use); 0: never, "  \
-      "they go to the program's pool beside aoshim's")                                             \
+      "start; auto: from a forward's start where the program's pool keeps what it frees (its "     \
+      "release threshold, as PyTorch sets it) or holds at least 64 MiB and 1% of the device's "    \
+      "memory in use unused; 0: never, they go to the program's pool beside aoshim's")             \
     X(CONTROL_LOG, control_log, path, "", "a file name (%p: pid, %r: rank, %h: host)",             \
       "write one line per layer-boundary call, '<call> <layer> <microbatch>', to this file, "      \
       "also in a process without a GPU")                                                           \

@@ -85,7 +85,7 @@ uint64_t ao_device_in_use(void)
 // offloading from it).
 // The program's pool (the device's default one, which cudaMallocAsync
 // serves): found once; NULL where the driver has none.
-static CUmemoryPool program_pool(void)
+CUmemoryPool ao_program_pool(void)
 {
     if (!ao_auto.pool && !ao_auto.pool_none) {
         CUmemoryPool p = NULL;
@@ -99,7 +99,7 @@ static CUmemoryPool program_pool(void)
 }
 
 // The pool's reserve and what of it is allocated; false if not known.
-static bool pool_figures(CUmemoryPool p, cuuint64_t *reserved, cuuint64_t *used)
+bool ao_pool_figures(CUmemoryPool p, cuuint64_t *reserved, cuuint64_t *used)
 {
     return p &&
            ao_real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, reserved) ==
@@ -155,8 +155,8 @@ void ao_boundary_sample(void)
     if (!ao_eng.ready) return;
     uint64_t in_use = device_sample();
     cuuint64_t reserved = 0, used = 0;
-    CUmemoryPool p = program_pool();
-    bool known = pool_figures(p, &reserved, &used);
+    CUmemoryPool p = ao_program_pool();
+    bool known = ao_pool_figures(p, &reserved, &used);
     if (in_use) others_sample(in_use, known ? p : NULL, reserved, used);
     if (!ao_auto.on) return;
     ao_auto_device_note(in_use);
@@ -432,9 +432,9 @@ void ao_auto_step(void)
     ao_auto.slack_once = ao_auto.caught_up ? ao_auto.pool_unused_now : 0;
     if (ao_auto.caught_up) slack = 0; // not this step's peak
     ao_auto.caught_up = false;
-    // Serving begins with the next step: this step's pool slack and what its
-    // model missed were the two allocators side by side (the program's pool
-    // has given back its unused reserve).
+    // Serving began in this step (as its forward began): the pool slack and
+    // what the model missed, measured before, were the two allocators side
+    // by side (the program's pool has given back its unused reserve).
     if (ao_auto.serve_began) slack = ao_auto.pool_slack = ao_auto.model_slack = 0;
     ao_auto.serve_began = false;
     if (slack > ao_auto.pool_slack) ao_auto.pool_slack = slack;

@@ -368,15 +368,21 @@ static void chunk_drop(ao_chunk_t *c)
     chunk_recycle(c);
 }
 
+// No mapping is kept for later: no layer is tracked (a schedule that
+// offloads nothing) and aoshim's memory serves no program allocation.
+static bool keeps_nothing(void)
+{
+    return !ao_eng.manual && ao_offloads_nothing() && !ao_serve_active();
+}
+
 // A served chunk freed on its own stream, its uses not complete yet: its
 // mapping kept with the event at the free, which whoever takes it waits
 // for (ao_chunk_serve on the GPU, a layer on the host). False when it
 // cannot be kept now (the caller retires it as usual).
 bool ao_chunk_keep_freed(ao_chunk_t *c, CUevent ev)
 {
-    if (ao_config.check || !c->mapped ||
-        (!ao_eng.manual && ao_offloads_nothing() && !ao_serve_active()) || c->nfree_ev ||
-        c->free_unordered || c->ev_copy || !idle_keep(c, &ev, 1))
+    if (ao_config.check || !c->mapped || keeps_nothing() || c->nfree_ev || c->free_unordered ||
+        c->ev_copy || !idle_keep(c, &ev, 1))
         return false;
     buffers_free(c);
     ao_vmm_mark(c->base, c->size, AO_GS_NONE, NULL);
@@ -403,7 +409,7 @@ bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
     // to the real allocator, which gets the memory back at once instead
     // (held, a 1F1B step of 4 microbatches peaked 71% over its need).
     // Serving, aoshim's memory is that allocator: kept (serve.c).
-    bool none = !ao_eng.manual && ao_offloads_nothing() && !ao_serve_active();
+    bool none = keeps_nothing();
     if (!ao_config.check && c->mapped && ev && !none && idle_keep(c, ev, nev)) {
         took = true;
         c->mapped = false; // the mapping is the cache's now

@@ -41,10 +41,10 @@ static inline bool ao_engine_in_scope(void)
     return __atomic_load_n(&ao_engine_open_scope, __ATOMIC_ACQUIRE) != NULL;
 }
 // Whether aoshim's memory serves the program's own stream-ordered
-// allocations now (offload/serve.c): AOSHIM_SERVE=1 from the start, auto
-// once a step's end found the program's pool holding memory unused beside
+// allocations (offload/serve.c): AOSHIM_SERVE=1 from the start, auto once
+// a forward began where the program's pool would hold memory unused beside
 // aoshim's. Read without a lock on every allocation; ao_engine_serve checks
-// again under it.
+// again under it (ao_serve_active: not paused).
 extern bool ao_engine_serving;
 static inline bool ao_engine_serves(void)
 {

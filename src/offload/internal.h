@@ -311,7 +311,7 @@ typedef struct ao_auto_s {
     int plans_at_start;
     bool caught_up;           // this measuring step caught up under a budget (engine.c)
     bool yielded;             // the measuring step gave its idle memory back (engine.c)
-    bool serve_began;         // serving began at this step's end (serve.c): one pool from now on
+    bool serve_began;         // serving began in this step (serve.c): one pool from now on
     // What the program had allocated outside the layers as the step began
     // (its first layer_begin, then each step's end), and carry, what the
     // last step left beyond that (the optimizer's state, made in the first
@@ -382,8 +382,9 @@ ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split);
 ao_chunk_t *ao_chunk_serve(ao_scope_t *s, size_t size, CUstream st);
 bool ao_chunk_keep_freed(ao_chunk_t *c, CUevent ev);
 void ao_serve_unlink(ao_chunk_t *c, ao_buffer_t *b);
-// AOSHIM_SERVE=auto, at a step's end: serve from the next step if the
-// program's pool held memory unused beside aoshim's (serve.c).
+// As a forward begins: under AOSHIM_SERVE=auto, serving begins if the
+// program's pool would hold memory unused beside aoshim's; once begun, it
+// is paused or resumed with the plan (serve.c).
 void ao_serve_decide(void);
 // Serving now: begun, and not paused by a plan of nothing without a given
 // budget (serve.c).
@@ -426,6 +427,11 @@ void ao_auto_device_note(uint64_t in_use);
 uint64_t ao_device_in_use(void);
 uint64_t ao_auto_plan_budget(void);
 void ao_auto_step(void);
+// The program's pool (the device's default one, which cudaMallocAsync
+// serves), found once; NULL where the driver has none. Its reserve and what
+// of it is allocated; false if not known.
+CUmemoryPool ao_program_pool(void);
+bool ao_pool_figures(CUmemoryPool p, cuuint64_t *reserved, cuuint64_t *used);
 // Serving began (serve.c): what the plans held off the budget for the
 // program's pool beside aoshim's is no longer there.
 void ao_auto_serving_began(void);

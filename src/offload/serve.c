@@ -79,10 +79,9 @@ static ao_scope_t *server(CUstream stream)
 // while that is the default one.
 static bool default_pool_current(void)
 {
-    CUmemoryPool cur = NULL, def = NULL;
-    return ao_real.cuDeviceGetMemPool && ao_real.cuDeviceGetDefaultMemPool &&
-           ao_real.cuDeviceGetMemPool(&cur, ao_vmm.device) == CUDA_SUCCESS &&
-           ao_real.cuDeviceGetDefaultMemPool(&def, ao_vmm.device) == CUDA_SUCCESS && cur == def;
+    CUmemoryPool cur = NULL, def = ao_program_pool();
+    return def && ao_real.cuDeviceGetMemPool &&
+           ao_real.cuDeviceGetMemPool(&cur, ao_vmm.device) == CUDA_SUCCESS && cur == def;
 }
 
 // Allocations up to AO_SLAB_MOST share slabs of AO_SLAB bytes (a chunk
@@ -212,23 +211,15 @@ void ao_serve_decide(void)
     if (ao_engine_serving) { // paused, or resumed as this forward begins
         bool was = paused;
         paused = !ao_serve_active();
-        CUmemoryPool pool = NULL;
-        if (was && !paused && default_pool_current() &&
-            ao_real.cuDeviceGetDefaultMemPool(&pool, ao_vmm.device) == CUDA_SUCCESS)
-            pool_give_back(pool);
+        if (was && !paused && default_pool_current()) pool_give_back(ao_program_pool());
         return;
     }
     if (ao_config.serve != AO_SERVE_AUTO || ao_config.check || !ao_eng.ready ||
         ao_offloads_nothing() || !default_pool_current())
         return;
-    CUmemoryPool pool = NULL;
+    CUmemoryPool pool = ao_program_pool();
     cuuint64_t reserved = 0, used = 0;
-    if (ao_real.cuDeviceGetDefaultMemPool(&pool, ao_vmm.device) != CUDA_SUCCESS ||
-        ao_real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
-            CUDA_SUCCESS ||
-        ao_real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) !=
-            CUDA_SUCCESS)
-        return;
+    if (!ao_pool_figures(pool, &reserved, &used)) return;
     uint64_t unused = reserved > used ? reserved - used : 0, in_use = ao_device_in_use();
     const bool keeps = pool_keeps(pool);
     if (!keeps && (unused < AO_SERVE_UNUSED_MIN || unused * 100 < in_use)) return;
