@@ -158,6 +158,24 @@ static void early_choose(ao_scope_t *s)
                        !(p->flags[b->seq] & (LEARN_TOUCHED | LEARN_GONE | LEARN_TEMP));
 }
 
+// A buffer the next layers used in any step so far is not copied early in
+// the next (the same layer's allocation of the same size): the step's own
+// record starts without touches. The H200 Llama's recorded step has a word
+// in a copy kernel's parameters that lands inside a different buffer of
+// layer 1 from one step to the next (seq 34, then 45, then 34): learned one
+// step at a time, each step copied early the buffer the last step had not
+// seen touched, and the next layer's first kernel waited on the GPU for
+// that copy, 30 ms behind layer 0's (replayed under a budget the link can
+// hide, 3 steps in 5 took 1.23x the step without aoshim). A buffer kept
+// from going early is copied at its release point, as before early copies.
+static void learn_touched(ao_scope_t *s)
+{
+    const ao_learn_t *was = &ao_eng.learned[s->layer];
+    if (s->plan != was) return; // another layer's record stood in for this one's
+    for (unsigned i = 0; i < s->rec.n && i < was->n; i++)
+        if (was->size[i] == s->rec.size[i]) s->rec.flags[i] |= was->flags[i] & LEARN_TOUCHED;
+}
+
 // An event after a chunk's copies out, in *ev, and their place in the
 // order the copies were queued (ao_wait_one_release waits for the first).
 static void out_mark(ao_chunk_t *c, CUevent *ev)
@@ -911,6 +929,7 @@ int ao_engine_layer_end(int layer)
         }
     if (s->rec.saved > ao_eng.max_saved) ao_eng.max_saved = s->rec.saved;
     early_choose(s);
+    learn_touched(s);
     if (s->passthrough) { // nothing tracked: what was learned when it was stays
         ao_learn_free(&s->rec);
     } else {

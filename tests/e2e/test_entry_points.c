@@ -399,18 +399,31 @@ Test(safety_net, every_word_is_a_pointer_with_skip_leftovers_off)
 // Runs watched_write.c in a mode ("": through a leftover place; "wide":
 // through a launch's 17th word into the chunk) and checks every step's
 // bytes, with the simulator's race checker stopping the run (exit 87).
-static void watched_write_run(const char *mode)
+// Returns the buffers copied early and again (the report's d2h_buffers_again).
+static unsigned long watched_write_run(const char *mode, int steps)
 {
-    char out[512];
-    int st = shimmed("AO_TEST_WATCHED_WRITE", "AOSHIM_OFFLOAD_LAYERS=1 SIM_RACE_FATAL=1", true,
-                     mode, out, sizeof out);
+    char rep[] = "/tmp/aoshim-watched-XXXXXX";
+    int fd = mkstemp(rep);
+    cr_assert(fd >= 0);
+    close(fd);
+    char out[512], settings[256], cmd[512], json[1 << 16];
+    snprintf(settings, sizeof settings, "AOSHIM_OFFLOAD_LAYERS=1 SIM_RACE_FATAL=1 AOSHIM_REPORT=%s",
+             rep);
+    int st = shimmed("AO_TEST_WATCHED_WRITE", settings, true, mode, out, sizeof out);
+    snprintf(cmd, sizeof cmd, "cat %s", rep);
+    int cst;
+    slurp(cmd, json, sizeof json, &cst);
+    unlink(rep);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (87: a race, 1: wrong bytes):\n%s",
               st, out);
-    for (int step = 0; step < 4; step++) {
+    const char *k = strstr(json, "\"d2h_buffers_again\":");
+    cr_assert(k, "no d2h_buffers_again in the report");
+    for (int step = 0; step < steps; step++) {
         char want[32];
         snprintf(want, sizeof want, "step=%d ok=1\n", step);
         cr_expect(strstr(out, want) != NULL, "missing \"%s\" in:\n%s", want, out);
     }
+    return strtoul(k + strlen("\"d2h_buffers_again\":"), NULL, 10);
 }
 
 // A write after its layer's end through a learned leftover place, into a
@@ -420,7 +433,7 @@ static void watched_write_run(const char *mode)
 // bytes from before the write.
 Test(safety_net, a_write_through_a_leftover_place_is_not_lost_to_an_early_copy)
 {
-    watched_write_run("");
+    cr_expect_gt(watched_write_run("", 4), 0, "the write was not seen as one");
 }
 
 // A launch with more words into a watched chunk than the scan keeps per
@@ -430,7 +443,20 @@ Test(safety_net, a_write_through_a_leftover_place_is_not_lost_to_an_early_copy)
 // by: the copy raced the write (exit 87).
 Test(safety_net, a_write_past_the_watched_words_of_a_launch_is_not_lost)
 {
-    watched_write_run("wide");
+    watched_write_run("wide", 4);
+}
+
+// Layer 1 writes one of layer 0's two buffers by turns (a, b, a, ...): a
+// buffer once used after its layer's end is not copied early again, so
+// only steps 1 and 2 (the first with early copies, and the first after it
+// that wrote the other buffer) copy a buffer again. Learned one step at a
+// time, each of steps 1-7 copied early the buffer the next layer was about
+// to write (the H200 Llama's step: the next layer's first kernel waited
+// 30 ms for that copy on the GPU, 3 steps in 5).
+Test(safety_net, a_buffer_written_after_its_layer_once_is_not_copied_early_again)
+{
+    unsigned long again = watched_write_run("alternate", 8);
+    cr_expect_eq(again, 2, "%lu buffers copied again in 8 steps", again);
 }
 
 // A buffer allocated while a freed buffer's chunk retires keeps its bytes

@@ -14,6 +14,11 @@
 //   watched_write wide  through a launch's 17th word into the chunk, past
 //                       the words the scan keeps per launch: `wide` takes a
 //                       sixteen times and writes b = a + 1.
+//   watched_write alternate  layer 1 writes a in even steps and b in odd
+//                       ones (8 steps): each step the buffer last step left
+//                       alone is the one written (the H200 Llama's step, a
+//                       word landing in one of two buffers of a layer by
+//                       turns).
 // Prints one line per step, `step=<s> ok=<0|1>`, and last
 // `offloaded=<bytes>`; exit 1 on a wrong byte.
 #include <cuda_runtime_api.h>
@@ -29,6 +34,7 @@
 
 #define N     (1u << 20) // floats: 4 MiB, above AOSHIM_MIN_BYTES
 #define STEPS 4
+#define STEPS_ALTERNATE 8
 
 #define WIDE 16 // a's words in `wide`: AO_SCAN_WATCHED_WORDS
 
@@ -67,6 +73,8 @@ static void launch_wide(const float *in, float *out, unsigned n)
 int main(int argc, char **argv)
 {
     const bool through_wide = argc > 1 && !strcmp(argv[1], "wide");
+    const bool alternate = argc > 1 && !strcmp(argv[1], "alternate");
+    const int steps = alternate ? STEPS_ALTERNATE : STEPS;
     plus_one_register(2000);
     sim_kernel_desc_t w = {.name = "wide",
                            .fn = wide_fn,
@@ -84,7 +92,7 @@ int main(int argc, char **argv)
     float *host = malloc(N * sizeof(float)), *back = malloc(N * sizeof(float));
     if (!host || !back) return 1;
     int all = 1;
-    for (int step = 0; step < STEPS; step++) {
+    for (int step = 0; step < steps; step++) {
         for (unsigned i = 0; i < N; i++)
             host[i] = (float)(i % 1000) + (float)step;
         float *a, *b, *src, *t1, *t2;
@@ -94,7 +102,7 @@ int main(int argc, char **argv)
         CHECK(cudaMemcpyAsync(a, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
         CHECK(cudaMemcpyAsync(b, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
         aoshim_try_layer_end(0);
-        float *out = through_wide ? b : a; // written in layer 1: host + 1
+        float *out = through_wide || (alternate && step % 2) ? b : a; // layer 1 writes host + 1
         // Outside every layer: plus_one's `out` place holds a small integer once.
         CHECK(cudaMalloc((void **)&src, N * sizeof(float)));
         CHECK(cudaMemcpyAsync(src, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
@@ -104,7 +112,7 @@ int main(int argc, char **argv)
         if (through_wide)
             launch_wide(a, b, N); // b = a + 1, after layer 0 ended
         else
-            launch(src, a, N); // a = host + 1, after layer 0 ended
+            launch(src, out, N); // out = host + 1, after layer 0 ended
         aoshim_try_layer_end(1);
         aoshim_try_layer_begin(2);
         CHECK(cudaMallocAsync((void **)&t2, N * sizeof(float), stream));
