@@ -323,3 +323,36 @@ void sim_hb_forget(uint64_t addr, uint64_t bytes)
     memmove(&segs[i], &segs[j], (nsegs - j) * sizeof *segs);
     nsegs -= j - i;
 }
+
+// [to, to + bytes) becomes a second mapping of the memory at [from, ...)
+// (cuMemMap of a handle mapped elsewhere too): it takes that range's
+// history, so that a use through the new address is checked against the
+// uses through the old one (without this, two mappings of one handle hid
+// every race between them). Uses made through the old address after this
+// are not seen through the new one: a stricter checker would key the
+// history by handle and offset. [to, to + bytes) holds no history (a new
+// mapping is forgotten first).
+void sim_hb_alias(uint64_t from, uint64_t to, uint64_t bytes)
+{
+    if (!bytes || from == to) return;
+    seg_split_at(from);
+    seg_split_at(from + bytes);
+    size_t i = seg_find(from), n = 0;
+    while (i + n < nsegs && segs[i + n].lo < from + bytes)
+        n++;
+    if (!n) return;
+    hb_seg_t *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) abort();
+    for (size_t k = 0; k < n; k++) {
+        tmp[k] = segs[i + k];
+        tmp[k].lo = segs[i + k].lo - from + to;
+        tmp[k].hi = segs[i + k].hi - from + to;
+        tmp[k].readers = readers_dup(&segs[i + k], &tmp[k].capreaders);
+    }
+    size_t p = seg_find(to);
+    seg_reserve(n);
+    memmove(&segs[p + n], &segs[p], (nsegs - p) * sizeof *segs);
+    memcpy(&segs[p], tmp, n * sizeof *segs);
+    nsegs += n;
+    free(tmp);
+}

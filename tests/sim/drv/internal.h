@@ -292,6 +292,7 @@ void sim_hb_host_access(uint64_t addr, uint64_t bytes, int mode, const char *wha
 // lock, which the checker cannot see (e.g. one thread unmaps, another maps
 // the same VA again). Use after free is the classifier's fault, not a race.
 void sim_hb_forget(uint64_t addr, uint64_t bytes);
+void sim_hb_alias(uint64_t from, uint64_t to, uint64_t bytes);
 
 // --- memory (mem.c) -----------------------------------------------------------------
 typedef enum sim_memkind_e {

@@ -1409,6 +1409,12 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     live_mappings++;
     sim_st.map_calls++;
     sim_hb_forget(ptr, size);
+    // The handle mapped elsewhere too (cuda.h does not forbid it; cuMemRelease
+    // frees the memory once every mapping is gone): the same bytes, so the
+    // same history (sim_hb_alias).
+    for (size_t i = 0; h->maps > 1 && i < t_dev.n; i++)
+        if (t_dev.v[i].type == REC_MAP && t_dev.v[i].h == h)
+            sim_hb_alias(t_dev.v[i].addr, ptr, t_dev.v[i].size < size ? t_dev.v[i].size : size);
     rec_t rec = {.addr = ptr, .size = size, .req = size, .id = next_id++, .type = REC_MAP, .h = h};
     tab_insert(&t_dev, &rec);
     SIM_RET(CUDA_SUCCESS);

@@ -295,6 +295,63 @@ Test(hb, unmap_after_successful_query_is_ordered)
     (void)out;
 }
 
+// The same handle mapped at a second address (aoshim lends the memory of a
+// mapping whose last uses are still queued to a new one, ordered on the
+// GPU): a use through the new address is checked against the uses through
+// the old one.
+static CUdeviceptr second_mapping(CUmemGenericAllocationHandle h, size_t size)
+{
+    CUdeviceptr va2;
+    OK(cuMemAddressReserve(&va2, size, 0, 0, 0));
+    OK(cuMemMap(va2, size, 0, h, 0));
+    CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    OK(cuMemSetAccess(va2, size, &acc, 1));
+    return va2;
+}
+
+Test(hb, a_write_through_a_second_mapping_races_the_first_mappings_reader)
+{
+    start();
+    make_kernels();
+    CUmemGenericAllocationHandle h;
+    size_t size;
+    CUdeviceptr va = vmm_buffer(&h, &size), out = alloc();
+    CUstream s1 = stream(CU_STREAM_NON_BLOCKING), s2 = stream(CU_STREAM_NON_BLOCKING);
+    consume(out, va, s1); // reads the memory through va
+    CUdeviceptr va2 = second_mapping(h, size);
+    produce(va2, s2); // writes the same memory, unordered with the read
+    cr_assert_eq(races(), 1);
+    char msg[1024];
+    OK(simLastRace(msg, sizeof msg));
+    cr_assert(strstr(msg, "consume") && strstr(msg, "produce"), "race description: %s", msg);
+}
+
+Test(hb, a_second_mapping_ordered_after_the_first_mappings_uses_does_not_race)
+{
+    start();
+    make_kernels();
+    CUmemGenericAllocationHandle h;
+    size_t size;
+    CUdeviceptr va = vmm_buffer(&h, &size), out = alloc();
+    CUstream s1 = stream(CU_STREAM_NON_BLOCKING), s2 = stream(CU_STREAM_NON_BLOCKING);
+    CUevent e;
+    OK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    produce(va, s1);
+    OK(cuEventRecord(e, s1));
+    CUdeviceptr va2 = second_mapping(h, size);
+    OK(cuStreamWaitEvent(s2, e, 0));
+    consume(out, va2, s2); // reads what produce wrote through va
+    OK(cuStreamSynchronize(s2));
+    unsigned char back[16];
+    OK(cuMemcpyDtoH(back, out, sizeof back));
+    cr_assert_eq(back[0], 0x11, "the second mapping shows the first's bytes");
+    OK(cuMemUnmap(va, size)); // after the host saw s2 (and so s1's write) complete
+    cr_assert_eq(races(), 0);
+    OK(cuMemUnmap(va2, size));
+    OK(cuMemRelease(h));
+}
+
 static struct {
     CUdeviceptr va;
     size_t size;
