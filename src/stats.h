@@ -26,6 +26,7 @@
     X(SERVED_PEAK_BYTES, "the most of the program's own bytes aoshim's memory served at once")     \
     X(SERVED_FROM_STEP, "the step serving began in, plus one (0: never)")                          \
     X(SERVE_POOL_UNUSED, "the program's pool's unused reserve when serving began (auto)")          \
+    X(LENT_BYTES, "idle memory mapped anew before its last uses were done, ordered on the GPU")    \
     X(OFFLOADED_BYTES, "bytes offloaded (copied out and released)")                                \
     X(RELOADED_BYTES, "bytes reloaded")                                                            \
     X(OFFLOADED_BUFFERS, "buffers offloaded")                                                      \

@@ -28,7 +28,7 @@ bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async)
     // allocator, which gives the program CUDA's own answer; a stream-ordered
     // allocation aoshim does not track may come from its memory
     // (offload/serve.c).
-    CUresult r = scope ? ao_engine_alloc(n, async ? stream : NULL, out) : CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = scope ? ao_engine_alloc(n, stream, async, out) : CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_ERROR_NOT_SUPPORTED && async) r = ao_engine_serve(n, stream, out);
     ao_in_hook--;
     return r == CUDA_SUCCESS;

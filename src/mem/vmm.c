@@ -176,6 +176,11 @@ size_t ao_phys_idle(void)
     return idle_bytes;
 }
 
+void ao_phys_put(size_t size, CUmemGenericAllocationHandle h)
+{
+    pool_put(size, h);
+}
+
 // Choose idle handles to tile `size`: an exact one if pooled, else the
 // largest that still fit, in turn (at most ph's room less one, for a
 // created remainder). Returns the bytes covered.

@@ -103,6 +103,9 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *out, bool reshape);
 CUresult ao_phys_unmap(CUdeviceptr p, size_t size, ao_phys_t *ph);
 // Bytes of idle handles in the pool.
 size_t ao_phys_idle(void);
+// A handle into the pool (the last in: the next ao_phys_map while
+// ao_vmm.fine takes it first).
+void ao_phys_put(size_t size, CUmemGenericAllocationHandle h);
 // Release every idle handle (cuMemRelease). Returns the bytes given back.
 size_t ao_phys_trim(void);
 // Release idle handles until at most `keep` bytes stay idle. Returns the

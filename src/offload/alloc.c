@@ -31,8 +31,9 @@ static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize, bool stays)
     return NULL;
 }
 
-CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
+CUresult ao_engine_alloc(size_t size, CUstream stream, bool async, CUdeviceptr *out)
 {
+    if (!async) stream = NULL;
     CUresult r = CUDA_ERROR_NOT_SUPPORTED;
     pthread_mutex_lock(&ao_eng.mu);
     ao_scope_t *s = ao_eng.open;
@@ -83,7 +84,8 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out)
                          : ao_vmm.fine ? 0 // a chunk per buffer
                                        : s->part_goes;
         if (saved > want) want = ao_vmm_round(saved);
-        ao_chunk_t *c = ao_chunk_new(s, want, s->stays != NULL);
+        ao_chunk_t *c =
+            ao_chunk_new(s, want, s->stays != NULL, async ? AO_BY_STREAM(stream) : AO_BY_HOST);
         if (c) c->stays = stays, b = suballoc(s, rsize, stays);
     }
     if (!b) {

@@ -620,7 +620,7 @@ int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
             continue;
         }
         if (c->state != AO_OFFLOADED) continue;
-        CUresult r = ao_chunk_map(c);
+        CUresult r = ao_chunk_map(c, AO_BY_STREAM(ao_eng.h2d)); // the copy back orders it
         if (r != CUDA_SUCCESS) {
             ao_stat_add(AO_STAT_KEPT_NO_DEVICE_SPACE, 1);
             if (r == CUDA_ERROR_OUT_OF_MEMORY)

@@ -50,10 +50,11 @@ static inline bool ao_engine_serves(void)
 {
     return __atomic_load_n(&ao_engine_serving, __ATOMIC_RELAXED);
 }
-// A tracked allocation in the open scope. CUDA_SUCCESS and *out;
+// A tracked allocation in the open scope, stream-ordered on stream when
+// async (cudaMallocAsync: the legacy stream is NULL). CUDA_SUCCESS and *out;
 // CUDA_ERROR_OUT_OF_MEMORY; or CUDA_ERROR_NOT_SUPPORTED when aoshim cannot
 // track it (no VMM, scope closed meanwhile): the caller passes it through.
-CUresult ao_engine_alloc(size_t size, CUstream stream, CUdeviceptr *out);
+CUresult ao_engine_alloc(size_t size, CUstream stream, bool async, CUdeviceptr *out);
 // One of the program's own stream-ordered allocations, from aoshim's memory
 // while layers are tracked (serve.c). CUDA_SUCCESS and *out, or
 // CUDA_ERROR_NOT_SUPPORTED: the caller passes it to the real allocator.

@@ -310,6 +310,7 @@ static bool chunk_copied_out(const ao_scope_t *s, const ao_chunk_t *c)
 
 void ao_poll_locked(void)
 {
+    ao_lenders_poll();
     for (ao_deferred_t **pp = &ao_eng.deferred; *pp;) {
         ao_deferred_t *d = *pp;
         bool all = !d->chunk || ao_free_events_done(d->chunk);

@@ -377,8 +377,22 @@ extern int ao_user_threads;
 bool ao_wait_one_release(void);
 
 // --- chunk.c ---------------------------------------------------------------------------------
-CUresult ao_chunk_map(ao_chunk_t *c);
-ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split);
+// What orders a new mapping's first use after the last uses of the memory
+// it takes: the host (it waits for them: a cudaMalloc is usable on any
+// stream at once), or one stream, on the GPU (a stream-ordered allocation,
+// a reload's copy).
+typedef struct {
+    bool gpu;
+    CUstream stream;
+} ao_order_t;
+#define AO_BY_HOST      ((ao_order_t){.gpu = false})
+#define AO_BY_STREAM(s) ((ao_order_t){.gpu = true, .stream = (s)})
+CUresult ao_chunk_map(ao_chunk_t *c, ao_order_t by);
+ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split, ao_order_t by);
+// Unmap the mappings that lent their memory (chunk.c) once their uses are
+// done; at exit, the rest become idle mappings (unmapped with them).
+void ao_lenders_poll(void);
+void ao_lenders_to_idle(void);
 ao_chunk_t *ao_chunk_serve(ao_scope_t *s, size_t size, CUstream st);
 bool ao_chunk_keep_freed(ao_chunk_t *c, CUevent ev);
 void ao_serve_unlink(ao_chunk_t *c, ao_buffer_t *b);

@@ -158,12 +158,23 @@ static void emit_summary(ao_emitter_t *e)
                                     "the layers: AOSHIM_SERVE)"
                                   : " (one pool for them and the layers: AOSHIM_SERVE)"));
         if (!unused) json_only(e, "serve_pool_unused_bytes", AO_BYTES(0));
+        // Idle memory a layer or a reload took before its last uses were
+        // done, ordered on the GPU (offload/chunk.c, lending).
+        const uint64_t lent = ao_stat_get(AO_STAT_LENT_BYTES);
+        if (lent) {
+            ao_emit_val(e, "; ", "lent_bytes", AO_BYTES(lent));
+            ao_emit_val(e, NULL, NULL,
+                        AO_STR(" of idle memory mapped anew before its last uses were done"));
+        } else {
+            json_only(e, "lent_bytes", AO_BYTES(0));
+        }
         ao_emit_row_end(e);
     } else {
         json_only(e, "served_allocs", AO_U64(0));
         json_only(e, "served_peak_bytes", AO_BYTES(0));
         json_only(e, "served_from_step", AO_I64(-1));
         json_only(e, "serve_pool_unused_bytes", AO_BYTES(0));
+        json_only(e, "lent_bytes", AO_BYTES(0));
     }
     ao_emit_kv(e, "peak allocated", "peak_device_bytes", AO_BYTES(peak));
     ao_emit_row_begin(e, "peak allocated without offloading");

@@ -937,6 +937,32 @@ Test(e2e, auto_replans_a_pytorch_step_as_its_sequence_doubles, .timeout = 120)
     e2e_free(&served);
 }
 
+// Lending (offload/chunk.c): while serving, a layer's allocation or a
+// reload maps the granules of a kept mapping whose last uses are still
+// queued, its stream waiting for them on the GPU, and the old mapping goes
+// once they are done. Same bits as without aoshim; the simulator stops the
+// run at the first use through the new address unordered with one through
+// the old (SIM_RACE_FATAL=1, sim_hb_alias: without the wait, a reload's
+// copy raced a gemm's write, exit 87); and memory was lent.
+Test(e2e, lent_memory_is_used_after_its_last_uses_and_keeps_the_bits, .timeout = 60)
+{
+    const char *args = "--pytorch --layers 8 --hidden 512 --seq 512 --batch 2 --heads 8 --steps 4";
+    e2e_result_t base, lent;
+    e2e_train(&base, false, NULL, args);
+    expect_ok("without aoshim", &base);
+    e2e_train(&lent, true, ENV("AOSHIM_OFFLOAD_LAYERS=all", "SIM_RACE_FATAL=1"), args);
+    expect_ok("all, served", &lent);
+    cr_assert_str_eq(lent.checksum, base.checksum);
+    cr_assert_eq(lent.races, 0);
+    const char *row = e2e_summary(lent.err, "served from aoshim's memory");
+    const char *l = row ? strstr(row, "; ") : NULL;
+    cr_assert(l && strstr(l, " of idle memory mapped anew before its last uses were done"),
+              "no memory lent:\n%s", lent.err);
+    cr_assert_gt(e2e_bytes(l + 2), 0, "%.120s", l);
+    e2e_free(&base);
+    e2e_free(&lent);
+}
+
 // 512 -> 768: kept until the step's end, the plan of step 2 (3 layers)
 // held 351 MiB in step 3 against 205 MiB; the one made at layer 0's end
 // offloads 5.
