@@ -166,7 +166,7 @@ static void early_choose(ao_scope_t *s)
 // step at a time, each step copied early the buffer the last step had not
 // seen touched, and the next layer's first kernel waited on the GPU for
 // that copy, 30 ms behind layer 0's (replayed under a budget the link can
-// hide, 3 steps in 5 took 1.23x the step without aoshim). A buffer kept
+// hide, 3 steps in 5 took 1.26x the step without aoshim). A buffer kept
 // from going early is copied at its release point, as before early copies.
 static void learn_touched(ao_scope_t *s)
 {

@@ -116,20 +116,20 @@ static CUresult release_all(const char **what)
         }
         c->mapped = false;
         }
-        ao_lenders_to_idle();    // their lent granules were unmapped with the chunks above
-        while (ao_idle_mapped) { // the cache's mappings too
-            ao_idle_t *i = ao_idle_mapped;
-            ao_idle_mapped = i->next;
-            i->nev = 0; // every event is gone (events_destroy_all); the context is synchronized
-            r = ao_phys_unmap(i->base, i->size, &i->phys);
-            if (r != CUDA_SUCCESS && !driver_gone(r)) r = ao_phys_unmap(i->base, i->size, &i->phys);
-            free(i);
-            if (driver_gone(r)) return r;
-            if (r != CUDA_SUCCESS) {
-                all_unmapped = false;
-                if (first == CUDA_SUCCESS) first = r, *what = "unmapping device memory";
-            }
+    ao_lenders_to_idle(); // their lent granules were unmapped with the chunks above
+    while (ao_idle_mapped) { // the cache's mappings too
+        ao_idle_t *i = ao_idle_mapped;
+        ao_idle_mapped = i->next;
+        i->nev = 0; // every event is gone (events_destroy_all); the context is synchronized
+        r = ao_phys_unmap(i->base, i->size, &i->phys);
+        if (r != CUDA_SUCCESS && !driver_gone(r)) r = ao_phys_unmap(i->base, i->size, &i->phys);
+        free(i);
+        if (driver_gone(r)) return r;
+        if (r != CUDA_SUCCESS) {
+            all_unmapped = false;
+            if (first == CUDA_SUCCESS) first = r, *what = "unmapping device memory";
         }
+    }
     ao_idle_mapped_bytes = 0;
     r = ao_vmm_fini(all_unmapped);
     if (driver_gone(r)) return r;
