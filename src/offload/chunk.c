@@ -175,6 +175,23 @@ static bool idle_done(ao_idle_t *i)
     return true;
 }
 
+// Unmap i, once its last uses are done (the host waits for them), and give
+// its address range back; its handles go to the pool. False when the unmap
+// failed twice: still a good mapping, which the caller keeps (exit retries).
+static bool idle_unmap_one(ao_idle_t *i)
+{
+    idle_ordered(i);
+    CUresult r = ao_phys_unmap(i->base, i->size, &i->phys);
+    if (r != CUDA_SUCCESS) r = ao_phys_unmap(i->base, i->size, &i->phys);
+    if (r != CUDA_SUCCESS) {
+        if (!ao_cuda_gone_at_exit(r))
+            WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): idle memory stays mapped", (int)r);
+        return false;
+    }
+    ao_va_free(i->base, i->size);
+    return true;
+}
+
 static bool idle_unmap_for(size_t need, size_t fit, bool done_only)
 {
     bool any = false;
@@ -188,18 +205,9 @@ static bool idle_unmap_for(size_t need, size_t fit, bool done_only)
                     best = pp;
         if (!best) break; // none done
         ao_idle_t *i = *best;
-        idle_ordered(i);
-        CUresult r = ao_phys_unmap(i->base, i->size, &i->phys);
-        if (r != CUDA_SUCCESS) r = ao_phys_unmap(i->base, i->size, &i->phys);
-        if (r != CUDA_SUCCESS) { // still a good mapping: it stays in the cache (exit retries)
-            if (!ao_cuda_gone_at_exit(r))
-                WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): idle memory stays mapped",
-                          (int)r);
-            break;
-        }
+        if (!idle_unmap_one(i)) break; // it stays in the cache
         *best = i->next;
         ao_idle_mapped_bytes -= i->size;
-        ao_va_free(i->base, i->size);
         got += i->size;
         any = true;
         free(i);
@@ -239,24 +247,16 @@ static void lenders_unmap(bool wait)
             pp = &i->next;
             continue;
         }
-        idle_ordered(i);
-        size_t owned = 0;
+        size_t owned = 0; // the granules it did not lend
         for (unsigned k = 0; k < i->phys.n; k++)
             owned += i->phys.size[k];
-        CUresult r = ao_phys_unmap(i->base, i->size, &i->phys);
-        if (r != CUDA_SUCCESS) r = ao_phys_unmap(i->base, i->size, &i->phys);
-        if (r != CUDA_SUCCESS) { // the granules stay mapped here too: tried again at the next poll
-            if (!ao_cuda_gone_at_exit(r))
-                WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): lent memory stays mapped "
-                          "at its old address",
-                          (int)r);
+        if (!idle_unmap_one(i)) { // tried again at the next poll
             pp = &i->next;
             if (wait) break;
             continue;
         }
         ao_idle_mapped_bytes -= owned;
         *pp = i->next;
-        ao_va_free(i->base, i->size);
         free(i);
     }
 }
@@ -287,7 +287,7 @@ static size_t lend(size_t want, size_t fit, CUstream st)
     while (got < want) {
         ao_idle_t *i = NULL, **at = NULL;
         for (ao_idle_t *l = lenders; l && !i; l = l->next)
-            if (l->phys.n) i = l; // waited for already
+            if (l->phys.n) i = l; // what a lender has left, first (its streams wait again)
         for (ao_idle_t **pp = &ao_idle_mapped; *pp && !i; pp = &(*pp)->next)
             if (!(*pp)->unordered && (!at || idle_better((*pp)->size, (*at)->size, fit))) at = pp;
         if (at) {
