@@ -191,17 +191,16 @@ Test(e2e, same_bits_auto_part, .timeout = 120)
     expect_ok("without aoshim", &base);
     // The budget comes from what the program allocates at most (alloc_peak,
     // 645.9 MiB; T = 25.6 MiB): aoshim holds the plan to the budget less the
-    // pool's unused reserve at the step's peak (40.6 MiB here, 1.6 T, freed
-    // temporaries the driver's pool keeps until the step's sync), so the
-    // need as it counts it is about alloc_peak + 1.6 T. Half a layer under
-    // the device's count plans nothing; alloc_peak - T/2, as before, now
-    // plans whole layers 0-2; alloc_peak + 0.75 T the whole of layer 0. The
-    // budget alloc_peak + 1.25 T leaves it half a layer to find: measured,
-    // 12.0 MiB of layer 0's 24.0 (parts at + 1.0 T to + 1.75 T).
+    // pool's unused reserve at the step's peak (2.1 MiB here, 0.08 T: the
+    // pool grows at its end, tests/sim/README.md; 40.6 MiB when it left
+    // each tail behind), so the need as it counts it is about alloc_peak +
+    // 0.1 T. The budget alloc_peak - T/4 leaves it half a layer to find:
+    // measured, 12.0 MiB of layer 0's 24.0 (parts from - 0.25 T to + 0 T;
+    // - 0.4 T to - 0.75 T the whole of layer 0, - T layers 0-1).
     char budget[64];
     cr_assert_gt(base.alloc_peak, 0, "train_step printed no alloc_peak_bytes");
     snprintf(budget, sizeof budget, "AOSHIM_BUDGET=%" PRIu64,
-             base.alloc_peak + base.act_per_layer * 5 / 4);
+             base.alloc_peak - base.act_per_layer / 4);
     const char *const env[] = {"SIM_D2H_GBPS=25", "SIM_H2D_GBPS=25", "AOSHIM_OFFLOAD_LAYERS=auto",
                                budget, NULL};
     e2e_train(&with, true, env, args);
@@ -639,7 +638,10 @@ Test(e2e, auto_replans_after_an_allocation_fails, .timeout = 60)
     const char *row = plan_row(&with);
     cr_log_info("auto, out of memory once: %.240s", row);
     cr_assert(strstr(row, "re-planned after the device ran out of memory"), "plan: %.240s", row);
-    cr_assert(strstr(row, "(plan 2)"), "plan: %.240s", row);
+    // Not the first plan (the second re-plans once the step is measured, if
+    // its figures change the plan; the one after the failure comes next).
+    const char *n = strstr(row, "(plan ");
+    cr_assert(n && atoi(n + 6) >= 2, "plan: %.240s", row);
     e2e_free(&with);
 }
 

@@ -148,13 +148,16 @@ Test(pool, event_synchronize_releases, .init = setup)
     CUdeviceptr b = alloc_on(s, 2 * MiB); // a's range again, now live
     cr_assert_eq(b, a);
     cr_assert_eq(cuMemFreeAsync(b, s), CUDA_SUCCESS);
-    CUdeviceptr c = alloc_on(s, 4 * MiB); // a second chunk, freed after the record
+    // The first chunk's range again and a second chunk after it, freed
+    // after the record.
+    CUdeviceptr c = alloc_on(s, 4 * MiB);
+    cr_assert_eq(c, a);
     cr_assert_eq(cuMemFreeAsync(c, s), CUDA_SUCCESS);
-    cr_assert_eq(RESERVED(), 6 * MiB);
+    cr_assert_eq(RESERVED(), 4 * MiB);
     cr_assert_eq(cuEventSynchronize(e), CUDA_SUCCESS);
     // Only what the event covers was seen complete: b's free and c's came
     // after the record, so both chunks stay.
-    cr_assert_eq(RESERVED(), 6 * MiB, "frees after the record are not seen by its sync");
+    cr_assert_eq(RESERVED(), 4 * MiB, "frees after the record are not seen by its sync");
     cr_assert_eq(cuEventRecord(e, s), CUDA_SUCCESS);
     cr_assert_eq(cuEventSynchronize(e), CUDA_SUCCESS);
     cr_assert_eq(RESERVED(), 0);
@@ -281,16 +284,39 @@ Test(pool, reserve_grows_in_2mib_chunks, .init = setup)
     CUdeviceptr b = alloc_on(s, 4096);
     cr_assert_eq(b, a + 4096, "small blocks share the chunk");
     cr_assert_eq(RESERVED(), 2 * MiB);
-    alloc_on(s, 2 * MiB + 1);
-    cr_assert_eq(RESERVED(), 6 * MiB, "a chunk of the block's size rounded up to 2 MiB");
-    alloc_on(s, 2 * MiB - 8192);
-    cr_assert_eq(RESERVED(), 6 * MiB, "the rest of the first chunk");
-    alloc_on(s, 2 * MiB - 4096);
-    cr_assert_eq(RESERVED(), 6 * MiB, "the rest of the second");
+    CUdeviceptr c = alloc_on(s, 2 * MiB + 1);
+    cr_assert_eq(c, a + 8192, "the block takes the free tail of the reserve");
+    cr_assert_eq(RESERVED(), 4 * MiB, "and the reserve grows at its end by what the tail lacked");
+    alloc_on(s, 2 * MiB - 12288);
+    cr_assert_eq(RESERVED(), 4 * MiB, "the rest of the second chunk");
     alloc_on(s, 1);
-    cr_assert_eq(RESERVED(), 8 * MiB, "full: a third chunk");
-    cr_assert_eq(USED(), 6 * MiB + 4096);
-    cr_assert_eq(stats().current_device_bytes, 8 * MiB);
+    cr_assert_eq(RESERVED(), 6 * MiB, "full: a third chunk");
+    cr_assert_eq(USED(), 4 * MiB + 4096);
+    cr_assert_eq(stats().current_device_bytes, 6 * MiB);
+}
+
+// The tail the reserve grows from is only what the allocating stream may
+// reuse: fresh space is anyone's, a freed piece only the stream ordered
+// after its free.
+Test(pool, reserve_grows_at_its_end_over_the_tail_the_stream_may_reuse, .init = setup)
+{
+    threshold(UINT64_MAX);
+    CUdeviceptr a = alloc_on(s, 1 * MiB), b = alloc_on(s, 512 * 1024);
+    cr_assert_eq(b, a + 1 * MiB);
+    cr_assert_eq(cuMemFreeAsync(b, s), CUDA_SUCCESS);
+    // s2 is not ordered after that free: the tail it may use is the fresh
+    // half MiB at the chunk's end.
+    CUdeviceptr c = alloc_on(s2, 2 * MiB);
+    cr_assert_eq(c, a + 1536 * 1024, "the fresh end of the first chunk, then the new one");
+    cr_assert_eq(RESERVED(), 4 * MiB, "grown by 2 MiB, not by a chunk for the whole block");
+    cr_assert_eq(cuMemFreeAsync(c, s2), CUDA_SUCCESS);
+    cr_assert_eq(cuStreamSynchronize(s2), CUDA_SUCCESS);
+    // s ordered after both frees (the host saw s2's, and s's is its own):
+    // the freed piece and the block after it serve one block.
+    CUdeviceptr d = alloc_on(s, 2 * MiB + 512 * 1024);
+    cr_assert_eq(d, a + 1 * MiB);
+    cr_assert_eq(RESERVED(), 4 * MiB);
+    cr_assert_eq(stats().races, 0);
 }
 
 Test(pool, allocation_reuses_the_reserve_first, .init = setup)
@@ -401,16 +427,17 @@ Test(pool, mem_get_info_counts_every_holder, .init = setup)
 
 Test(pool, attributes_and_watermarks_agree, .init = setup)
 {
-    CUdeviceptr a = alloc_on(s, 3 * MiB), b = alloc_on(s, 5 * MiB);
-    cr_assert_eq(USED(), 8 * MiB);
+    CUdeviceptr a = alloc_on(s, 3 * MiB), b = alloc_on(s, 6 * MiB);
+    cr_assert_eq(b, a + 3 * MiB, "the first chunk's tail and a second chunk");
+    cr_assert_eq(USED(), 9 * MiB);
     cr_assert_eq(RESERVED(), 10 * MiB);
-    cr_assert_eq(attr(CU_MEMPOOL_ATTR_USED_MEM_HIGH), 8 * MiB);
+    cr_assert_eq(attr(CU_MEMPOOL_ATTR_USED_MEM_HIGH), 9 * MiB);
     cr_assert_eq(attr(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 10 * MiB);
     cr_assert_eq(cuMemFreeAsync(b, s), CUDA_SUCCESS);
     cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
     cr_assert_eq(USED(), 3 * MiB);
     cr_assert_eq(RESERVED(), 4 * MiB);
-    cr_assert_eq(attr(CU_MEMPOOL_ATTR_USED_MEM_HIGH), 8 * MiB, "a high mark stays");
+    cr_assert_eq(attr(CU_MEMPOOL_ATTR_USED_MEM_HIGH), 9 * MiB, "a high mark stays");
     cr_assert_eq(attr(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 10 * MiB);
     // cuda.h: the high watermarks can only be reset, to zero; they then take
     // the current value.
