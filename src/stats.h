@@ -20,6 +20,7 @@
     X(DEVICE_SAMPLES, "samples of the device's memory in use")                                     \
     X(DEVICE_OTHER_MIN, "least the device held beyond every allocator, plus one (0: not sampled)") \
     X(POOL_SLACK_BYTES, "most the program's pool held beyond its allocations at its high")         \
+    X(POOL_KEEPS, "1: the program's pool keeps what it frees (its release threshold)")             \
     X(TRACKED_BUFFERS, "buffers tracked")                                                          \
     X(SERVED_BYTES, "the program's own bytes served from aoshim's memory (live)")                  \
     X(SERVED_ALLOCS, "the program's own allocations served from aoshim's memory")                  \

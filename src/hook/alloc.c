@@ -4,6 +4,7 @@
 
 #include "config.h"
 #include "hook.h"
+#include "mem/poolmodel.h"
 #include "mem/ptrmap.h"
 #include "mem/vmm.h"
 #include "offload/engine.h"
@@ -31,6 +32,7 @@ bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async)
     CUresult r = scope ? ao_engine_alloc(n, stream, async, out) : CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_ERROR_NOT_SUPPORTED && async) r = ao_engine_serve(n, stream, out);
     ao_in_hook--;
+    if (r == CUDA_SUCCESS) ao_poolmodel_alloc(*out, n, async);
     return r == CUDA_SUCCESS;
 }
 
@@ -43,11 +45,12 @@ bool ao_hook_retry(void)
     return r;
 }
 
-void ao_hook_passed(CUdeviceptr p, size_t n)
+void ao_hook_passed(CUdeviceptr p, size_t n, bool async)
 {
     if (ao_in_hook || ao_engine_off) return;
     ao_ptrmap_put(&passthrough, p, n);
     ao_stat_device((int64_t)n, 0, 0);
+    ao_poolmodel_alloc(p, n, async);
 }
 
 int ao_hook_free(CUdeviceptr p, CUstream stream, bool async)
@@ -59,6 +62,7 @@ int ao_hook_free(CUdeviceptr p, CUstream stream, bool async)
     if (ao_engine_off && p && ao_vmm_retired(p)) return 1;
     if (ao_in_hook || !p || ao_engine_off) return 0;
     ao_engine_thread_seen();
+    ao_poolmodel_free(p); // before the address can be another's
     if (ao_vmm_owns(p)) {
         ao_in_hook++;
         CUresult r = ao_engine_free(p, stream, async);

@@ -38,7 +38,7 @@ AO_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
     if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_hook_retry())
         r = AO_REAL_CALL(ao_real.cuMemAlloc_v2(p, n));
     if (r == CUDA_SUCCESS && p) {
-        ao_hook_passed(*p, n);
+        ao_hook_passed(*p, n, false);
         rec_alloc("cuMemAlloc", n, NULL, p);
     }
     return r;
@@ -65,7 +65,7 @@ AO_EXPORT CUresult cuMemFree_v2(CUdeviceptr p)
         if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_hook_retry())                                      \
             r = AO_REAL_CALL(ao_real.name(p, n, s));                                               \
         if (r == CUDA_SUCCESS && p) {                                                              \
-            ao_hook_passed(*p, n);                                                                 \
+            ao_hook_passed(*p, n, true);                                                           \
             rec_alloc("cuMemAllocAsync", n, stream_of(s, ptsz), p);                                \
         }                                                                                          \
         return r;                                                                                  \

@@ -38,7 +38,7 @@ bool ao_hook_track(CUdeviceptr *out, size_t n, CUstream stream, bool async);
 // true if the caller should retry once.
 bool ao_hook_retry(void);
 // A real allocation succeeded (accounting).
-void ao_hook_passed(CUdeviceptr p, size_t n);
+void ao_hook_passed(CUdeviceptr p, size_t n, bool async);
 // A free: 1 if aoshim owns p and released it, -1 if aoshim owns the range
 // but p is no live buffer (the caller returns its invalid-value code), 0 if
 // p is not aoshim's (the caller calls the real free).

@@ -74,7 +74,7 @@ AO_EXPORT cudaError_t cudaMalloc(void **p, size_t n)
     if (r == cudaErrorMemoryAllocation && ao_hook_retry())
         r = AO_REAL_CALL(ao_real.cudaMalloc(p, n));
     if (r == cudaSuccess && p) {
-        ao_hook_passed((CUdeviceptr)*p, n);
+        ao_hook_passed((CUdeviceptr)*p, n, false);
         rec_alloc("cudaMalloc", n, NULL, p);
     }
     return r;
@@ -101,7 +101,7 @@ AO_EXPORT cudaError_t cudaFree(void *p)
         if (r == cudaErrorMemoryAllocation && ao_hook_retry())                                     \
             r = AO_REAL_CALL(ao_real.name(p, n, s));                                               \
         if (r == cudaSuccess && p) {                                                               \
-            ao_hook_passed((CUdeviceptr)*p, n);                                                    \
+            ao_hook_passed((CUdeviceptr)*p, n, true);                                              \
             rec_alloc("cudaMallocAsync", n, stream_of(s, ptsz), p);                                \
         }                                                                                          \
         return r;                                                                                  \

@@ -444,6 +444,10 @@ void ao_auto_step(void);
 // The program's pool (the device's default one, which cudaMallocAsync
 // serves), found once; NULL where the driver has none. Its reserve and what
 // of it is allocated; false if not known.
+// A pool whose release threshold is at least this keeps what it frees
+// (PyTorch's backend:cudaMallocAsync sets the maximum): serve.c serves
+// beside it, the report models it (report/summary.c).
+#define AO_SERVE_UNUSED_MIN (64ull << 20)
 CUmemoryPool ao_program_pool(void);
 bool ao_pool_figures(CUmemoryPool p, cuuint64_t *reserved, cuuint64_t *used);
 // Serving began (serve.c): what the plans held off the budget for the

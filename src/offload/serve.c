@@ -178,8 +178,6 @@ out:
     return r;
 }
 
-#define AO_SERVE_UNUSED_MIN (64ull << 20)
-
 bool ao_engine_serving;
 static bool paused; // ao_serve_active was false at a forward's start
 

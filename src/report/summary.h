@@ -16,6 +16,10 @@ unsigned long long ao_device_without_program(void);
 unsigned long long ao_device_maybe_more(void);
 // Whether that is measured (no layer was offloaded) rather than modelled.
 bool ao_device_without_measured(void);
+// How: "measured", "pool" (the program's allocations in one modelled pool:
+// mem/poolmodel.h) or "allocations" (their peak with what the device held
+// beyond them).
+const char *ao_device_without_how(void);
 // The exit summary on fd: counters only, no CUDA call (the driver may be gone).
 void ao_summary_write(int fd);
 

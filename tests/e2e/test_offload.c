@@ -262,11 +262,12 @@ Test(e2e, same_bits_served, .timeout = 60)
     e2e_train(&r, true, env, DATA " --pytorch --steps 3");
     expect_ok("served", &r);
     cr_assert_gt(served_allocs(&r), 0, "nothing served: the comparison proves nothing");
-    // Served, the model of the step without offloading is one pool for
-    // every allocation, and the row says so (docs/report.md).
-    cr_assert(strstr(r.err, "without offloading (modelled, as served: the program's own pool "
-                            "would also keep fragments)"),
-              "the device row does not say its model is the served one:\n%s", r.err);
+    // Served, the step without offloading is modelled: the program's
+    // allocations in one pool, with its fragments, and the row says so
+    // (docs/report.md).
+    cr_assert(strstr(r.err, "without offloading (modelled: the program's allocations in one "
+                            "pool, with its fragments)"),
+              "the device row does not say its model is the pool's:\n%s", r.err);
     e2e_free(&r);
 }
 Test(e2e, same_bits_served_one_layer, .timeout = 60)

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "mem/extent.h"
+#include "mem/poolmodel.h"
 #include "mem/ptrmap.h"
 
 Test(extents, first_fit_and_coalescing)
@@ -72,4 +73,67 @@ Test(ptrmap, put_get_take_with_tombstones_and_growth)
     cr_assert_eq(ao_ptrmap_get(&m, 12345), 0);
     ao_ptrmap_clear(&m);
     cr_assert_eq(ao_ptrmap_count(&m), 0);
+}
+
+// --- the program's pool, modelled (report/summary.c) ---------------------------------------
+#define MiB (1ull << 20)
+
+static uint64_t reserved_now(void)
+{
+    uint64_t r, u;
+    ao_poolmodel_now(&r, &u);
+    return r;
+}
+
+Test(poolmodel, grows_at_its_end_by_what_the_free_tail_lacks, .init = ao_poolmodel_reset)
+{
+    ao_poolmodel_alloc(0x1000, 3 * MiB, true);
+    cr_assert_eq(reserved_now(), 4 * MiB, "2 MiB steps");
+    ao_poolmodel_alloc(0x2000, 6 * MiB, true); // the 1 MiB tail and 6 MiB more
+    cr_assert_eq(reserved_now(), 10 * MiB);
+    ao_poolmodel_free(0x1000);
+    ao_poolmodel_alloc(0x3000, 2 * MiB, true); // first fit: the first block's place
+    cr_assert_eq(reserved_now(), 10 * MiB);
+    ao_poolmodel_alloc(0x4000, 2 * MiB,
+                       true); // the hole left is 1 MiB: the tail (1 MiB) and 2 more
+    cr_assert_eq(reserved_now(), 12 * MiB);
+    bool seen = false;
+    cr_assert_eq(ao_poolmodel_peak(&seen), 12 * MiB);
+    cr_assert(seen);
+}
+
+// Fragments: a hole too small for the next block stays, and the high-water
+// mark counts it; one pool for everything needs only the largest moment.
+Test(poolmodel, keeps_fragments_that_one_count_of_bytes_leaves_out, .init = ao_poolmodel_reset)
+{
+    ao_poolmodel_alloc(0x1000, 5 * MiB, true);
+    ao_poolmodel_alloc(0x2000, 1 * MiB, true);
+    ao_poolmodel_free(0x1000); // a 5 MiB hole below a live 1 MiB block
+    ao_poolmodel_alloc(0x3000, 8 * MiB, true);
+    uint64_t r, u;
+    ao_poolmodel_now(&r, &u);
+    cr_assert_eq(u, 9 * MiB, "in use: 1 + 8");
+    cr_assert_eq(r, 14 * MiB, "reserve: the hole, the block, the new one at the end");
+    ao_poolmodel_free(0x2000);
+    ao_poolmodel_free(0x3000);
+    ao_poolmodel_alloc(0x4000, 14 * MiB, true); // all of it free again: one block
+    cr_assert_eq(reserved_now(), 14 * MiB, "frees coalesce");
+    cr_assert_eq(ao_poolmodel_peak(NULL), 14 * MiB);
+}
+
+// Allocations outside the pool (cudaMalloc) count beside it, unfragmented;
+// a free the model did not see is nothing.
+Test(poolmodel, other_allocations_count_beside_the_pool, .init = ao_poolmodel_reset)
+{
+    ao_poolmodel_alloc(0x1000, 2 * MiB, true);
+    ao_poolmodel_alloc(0x2000, 3 * MiB + 5, false);
+    cr_assert_eq(ao_poolmodel_peak(NULL), 5 * MiB + 5);
+    ao_poolmodel_free(0x9999000);
+    ao_poolmodel_free(0x2000);
+    ao_poolmodel_alloc(0x3000, 1 * MiB, false);
+    cr_assert_eq(ao_poolmodel_peak(NULL), 5 * MiB + 5, "the high-water mark stays");
+    bool seen = true;
+    ao_poolmodel_reset();
+    cr_assert_eq(ao_poolmodel_peak(&seen), 0);
+    cr_assert(!seen);
 }
