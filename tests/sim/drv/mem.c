@@ -1046,8 +1046,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, struct CUmemPool
     // 16-layer GPT's step without aoshim at 23.05 GiB in use: a new chunk
     // for the whole block, every tail left behind, made it 23.91 here
     // (+3.7%), growing at the end 22.90 (-0.7%); the Llama's 16.55 GiB was
-    // 16.58 and is 16.52. (Not known: whether the driver also fills holes
-    // inside the reserve from new memory.)
+    // 16.58 and is 16.52. Not every run agrees: the GPT under all, its
+    // layers in aoshim's memory and the rest in this pool, was 12.90 GiB on
+    // the H200 and is 13.47 here (+4.5%; 13.03 before, +1.0%); the Llama's
+    // 15.75 was 15.97 and is 15.84. So the driver does more than this (it
+    // may also fill holes inside the reserve with new memory): not known.
     uint64_t end = 0, tail = reuse ? 0 : pool_free_tail(p, &next, &end);
     if (tail >= span) tail = 0; // (pool_find would have found it)
     if (tail) {
