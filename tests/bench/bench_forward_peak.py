@@ -120,6 +120,7 @@ def measure(trace, peak, step, serve, sim=()):
         print(f"auto budget={name} budget_gib={gib(budget)} each_step_gib="
               f"{','.join(gib(p) for p in peaks)} kept_last_step={int(kept)} "
               f"steps_over={sum(p > budget for p in peaks)} "
+              f"most_over_mib={max([0] + [p - budget for p in peaks]) / 2**20:.1f} "
               f"last_step_x={times[-1] / step:.2f}"
               + (f" (target <= 1.03)" if name == "hidden" else "")
               + (f" vs_best_static={times[-1] / best:.2f} (target <= 1.10)"

@@ -200,11 +200,11 @@ Test(plan, an_exposed_part_with_granule_handles)
     cr_assert(p.budget_met);
     cr_assert_gt(p.exposed_ns, 0);
     cr_assert_lt(p.exposed_ns, whole.exposed_ns);
-    // The least sixteenth that fits (no chunk rounds with granule handles):
-    // one less does not.
+    // The least sixty-fourth that fits (no chunk rounds with granule
+    // handles): one less does not.
     ao_plan_t less;
-    ao_plan_predict_part(&in, 1, p.prefetch, p.part - T / 16, &less);
-    cr_assert(!less.budget_met, "%llu fits too", (unsigned long long)(p.part - T / 16));
+    ao_plan_predict_part(&in, 1, p.prefetch, p.part - T / 64, &less);
+    cr_assert(!less.budget_met, "%llu fits too", (unsigned long long)(p.part - T / 64));
 }
 
 // Serving (fine_handles), the program's own allocations in the backward
