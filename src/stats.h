@@ -28,6 +28,7 @@
     X(SERVED_FROM_STEP, "the step serving began in, plus one (0: never)")                          \
     X(SERVE_POOL_UNUSED, "the program's pool's unused reserve when serving began (auto)")          \
     X(LENT_BYTES, "idle memory mapped anew before its last uses were done, ordered on the GPU")    \
+    X(LENT_SERVED_BYTES, "of that, mapped for the program's own allocations aoshim served")        \
     X(OFFLOADED_BYTES, "bytes offloaded (copied out and released)")                                \
     X(RELOADED_BYTES, "bytes reloaded")                                                            \
     X(OFFLOADED_BUFFERS, "buffers offloaded")                                                      \

@@ -197,6 +197,7 @@ typedef struct ao_idle_s {
     int nev;
     CUevent ev[AO_MAX_FREE_EVENTS + 2];
     bool unordered; // its chunk had a use no event orders (ao_chunk_t.free_unordered)
+    CUstream on;    // a served chunk's freed on its own stream: its one event is there; else NULL
     struct ao_idle_s *next;
 } ao_idle_t;
 

@@ -184,12 +184,16 @@ static void emit_summary(ao_emitter_t *e)
         // Idle memory a layer or a reload took before its last uses were
         // done, ordered on the GPU (offload/chunk.c, lending).
         const uint64_t lent = ao_stat_get(AO_STAT_LENT_BYTES);
+        const uint64_t lent_served = ao_stat_get(AO_STAT_LENT_SERVED_BYTES);
         if (lent) {
             ao_emit_val(e, "; ", "lent_bytes", AO_BYTES(lent));
             ao_emit_val(e, NULL, NULL,
                         AO_STR(" of idle memory mapped anew before its last uses were done"));
+            ao_emit_val(e, " (", "lent_served_bytes", AO_BYTES(lent_served));
+            ao_emit_val(e, NULL, NULL, AO_STR(" of it for the program's own)"));
         } else {
             json_only(e, "lent_bytes", AO_BYTES(0));
+            json_only(e, "lent_served_bytes", AO_BYTES(0));
         }
         ao_emit_row_end(e);
     } else {
@@ -198,6 +202,7 @@ static void emit_summary(ao_emitter_t *e)
         json_only(e, "served_from_step", AO_I64(-1));
         json_only(e, "serve_pool_unused_bytes", AO_BYTES(0));
         json_only(e, "lent_bytes", AO_BYTES(0));
+        json_only(e, "lent_served_bytes", AO_BYTES(0));
     }
     ao_emit_kv(e, "peak allocated", "peak_device_bytes", AO_BYTES(peak));
     ao_emit_row_begin(e, "peak allocated without offloading");

@@ -966,6 +966,32 @@ Test(e2e, lent_memory_is_used_after_its_last_uses_and_keeps_the_bits, .timeout =
     e2e_free(&lent);
 }
 
+// The program's own allocations borrow too, in a backward where no layer
+// waits for its reload, from mappings whose last uses were on their own
+// stream (offload/chunk.c, served_may_borrow): under a budget 16 MiB under
+// the step's peak they do, and the bits are the same, no race.
+Test(e2e, served_allocations_borrow_memory_freed_on_their_stream, .timeout = 60)
+{
+    const char *args = "--pytorch --layers 8 --hidden 512 --seq 512 --batch 2 --heads 8 --steps 4";
+    e2e_result_t base, lent;
+    e2e_train(&base, false, NULL, args);
+    expect_ok("without aoshim", &base);
+    char budget[64];
+    snprintf(budget, sizeof budget, "AOSHIM_BUDGET=%" PRIu64, base.peak - ((uint64_t)16 << 20));
+    e2e_train(&lent, true, ENV(budget, "SIM_RACE_FATAL=1"), args);
+    expect_ok("a budget, served", &lent);
+    cr_assert_str_eq(lent.checksum, base.checksum);
+    cr_assert_eq(lent.races, 0);
+    const char *row = e2e_summary(lent.err, "served from aoshim's memory");
+    const char *l =
+        row ? strstr(row, " of idle memory mapped anew before its last uses were done (") : NULL;
+    cr_assert(l, "no memory lent:\n%s", lent.err);
+    l = strchr(l, '(') + 1;
+    cr_assert_gt(e2e_bytes(l), 0, "none lent to the program's own: %.160s", row);
+    e2e_free(&base);
+    e2e_free(&lent);
+}
+
 // 512 -> 768: kept until the step's end, the plan of step 2 (3 layers)
 // held 351 MiB in step 3 against 205 MiB; the one made at layer 0's end
 // offloads 5.
