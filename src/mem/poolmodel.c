@@ -28,12 +28,31 @@ static void unlock(void)
     __atomic_store_n(&mu, 0, __ATOMIC_RELEASE);
 }
 
+// A first fit walks the holes: a real step has tens of them (the replayed
+// H200 GPT and Llama, at most 93). Past this many, or once a hole could not
+// be recorded, the model gives up and the report falls back to its other
+// model (report/summary.c) rather than slow every allocation.
+#define MAX_HOLES 4096
+static bool gave_up;
+
 static ao_extents_t holes; // free space in the reserve [0, reserved)
 static uint64_t reserved, used, plain, peak;
 static bool seen;
 // addr -> a block: offset / ALIGN | length / ALIGN << 31; or another
 // allocation: PLAIN | its size.
 static ao_ptrmap_t blocks = AO_PTRMAP_INIT;
+
+static void give_up(void)
+{
+    gave_up = true;
+    ao_extents_clear(&holes);
+    ao_ptrmap_clear(&blocks);
+}
+
+static void give(uint64_t off, uint64_t len)
+{
+    if (ao_extents_give(&holes, off, len) != 0 || holes.n > MAX_HOLES) give_up();
+}
 
 static uint64_t round_up(uint64_t x, uint64_t a)
 {
@@ -54,17 +73,21 @@ static uint64_t take(uint64_t len)
     }
     uint64_t grown = reserved + round_up(len - tail, CHUNK);
     if (grown > OFF_MAX) {
-        if (tail) ao_extents_give(&holes, off, tail);
+        if (tail) give(off, tail);
         return UINT64_MAX;
     }
     reserved = grown;
-    if (off + len < reserved) ao_extents_give(&holes, off + len, reserved - off - len);
+    if (off + len < reserved) give(off + len, reserved - off - len);
     return off;
 }
 
 void ao_poolmodel_alloc(uint64_t addr, uint64_t size, bool pool)
 {
     lock();
+    if (gave_up) {
+        unlock();
+        return;
+    }
     if (!pool) {
         if (ao_ptrmap_put(&blocks, addr, PLAIN | size)) plain += size;
     } else {
@@ -73,7 +96,7 @@ void ao_poolmodel_alloc(uint64_t addr, uint64_t size, bool pool)
             used += len;
             seen = true;
         } else if (off != UINT64_MAX) {
-            ao_extents_give(&holes, off, len); // cannot record it: as if not made
+            give(off, len); // cannot record it: as if not made
         }
     }
     if (reserved + plain > peak) peak = reserved + plain;
@@ -83,12 +106,12 @@ void ao_poolmodel_alloc(uint64_t addr, uint64_t size, bool pool)
 void ao_poolmodel_free(uint64_t addr)
 {
     lock();
-    uint64_t v = ao_ptrmap_take(&blocks, addr);
+    uint64_t v = gave_up ? 0 : ao_ptrmap_take(&blocks, addr);
     if (v & PLAIN) {
         plain -= v & ~PLAIN;
     } else if (v) {
         uint64_t off = (v & ((1ull << 31) - 1)) * ALIGN, len = (v >> 31) * ALIGN;
-        ao_extents_give(&holes, off, len);
+        give(off, len);
         used -= len;
     }
     unlock();
@@ -98,7 +121,7 @@ uint64_t ao_poolmodel_peak(bool *pool_seen)
 {
     lock();
     uint64_t p = peak;
-    if (pool_seen) *pool_seen = seen;
+    if (pool_seen) *pool_seen = seen && !gave_up;
     unlock();
     return p;
 }
@@ -116,6 +139,6 @@ void ao_poolmodel_reset(void)
     ao_extents_clear(&holes);
     ao_ptrmap_clear(&blocks);
     reserved = used = plain = peak = 0;
-    seen = false;
+    seen = gave_up = false;
     unlock();
 }

@@ -24,7 +24,9 @@ void ao_poolmodel_alloc(uint64_t addr, uint64_t size, bool pool);
 // The program freed addr (nothing if the model did not see it allocated).
 void ao_poolmodel_free(uint64_t addr);
 // The high-water mark of the pool's reserve plus the other allocations,
-// and whether any pool allocation was seen.
+// and whether any pool allocation was seen (false once the model gave up:
+// more than 4096 holes in its reserve, which a first fit would walk at
+// every allocation).
 uint64_t ao_poolmodel_peak(bool *pool_seen);
 // The pool's modelled reserve and allocated bytes now (tests).
 void ao_poolmodel_now(uint64_t *reserved, uint64_t *used);

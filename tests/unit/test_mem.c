@@ -137,3 +137,21 @@ Test(poolmodel, other_allocations_count_beside_the_pool, .init = ao_poolmodel_re
     cr_assert_eq(ao_poolmodel_peak(&seen), 0);
     cr_assert(!seen);
 }
+
+// A reserve with more holes than a first fit should walk on every
+// allocation: the model gives up, and says so (the report falls back).
+Test(poolmodel, gives_up_past_4096_holes, .init = ao_poolmodel_reset)
+{
+    for (uint64_t i = 0; i < 8200; i++)
+        ao_poolmodel_alloc(0x100000 + i * 0x1000, 512, true);
+    bool seen = false;
+    ao_poolmodel_peak(&seen);
+    cr_assert(seen);
+    for (uint64_t i = 0; i < 8200; i += 2)
+        ao_poolmodel_free(0x100000 + i * 0x1000); // a hole between every two blocks
+    ao_poolmodel_peak(&seen);
+    cr_assert(!seen, "still modelling with 4100 holes");
+    ao_poolmodel_alloc(0x9000000, 512, true); // ignored from now on
+    ao_poolmodel_peak(&seen);
+    cr_assert(!seen);
+}
