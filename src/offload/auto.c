@@ -99,6 +99,14 @@ CUmemoryPool ao_program_pool(void)
 }
 
 // The pool's reserve and what of it is allocated; false if not known.
+bool ao_pool_keeps(CUmemoryPool pool)
+{
+    cuuint64_t t = 0;
+    return ao_real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &t) ==
+               CUDA_SUCCESS &&
+           t >= AO_SERVE_UNUSED_MIN;
+}
+
 bool ao_pool_figures(CUmemoryPool p, cuuint64_t *reserved, cuuint64_t *used)
 {
     return p &&
@@ -142,12 +150,10 @@ static void others_sample(uint64_t in_use, CUmemoryPool p, cuuint64_t reserved, 
     uint64_t was = ao_stat_get(AO_STAT_DEVICE_OTHER_MIN);
     if (!was || other + 1 < was)
         __atomic_store_n(&ao_stats[AO_STAT_DEVICE_OTHER_MIN], other + 1, __ATOMIC_RELAXED);
-    cuuint64_t rh = 0, uh = 0, keep = 0;
-    if (p &&
-        ao_real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) ==
-            CUDA_SUCCESS &&
-        keep >= AO_SERVE_UNUSED_MIN)
+    // Latched: once seen keeping, not asked again at every boundary.
+    if (p && !ao_stat_get(AO_STAT_POOL_KEEPS) && ao_pool_keeps(p))
         ao_stat_max(AO_STAT_POOL_KEEPS, 1);
+    cuuint64_t rh = 0, uh = 0;
     if (p &&
         ao_real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &rh) == CUDA_SUCCESS &&
         ao_real.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &uh) == CUDA_SUCCESS &&

@@ -445,12 +445,14 @@ void ao_auto_step(void);
 // The program's pool (the device's default one, which cudaMallocAsync
 // serves), found once; NULL where the driver has none. Its reserve and what
 // of it is allocated; false if not known.
-// A pool whose release threshold is at least this keeps what it frees
-// (PyTorch's backend:cudaMallocAsync sets the maximum): serve.c serves
-// beside it, the report models it (report/summary.c).
-#define AO_SERVE_UNUSED_MIN (64ull << 20)
 CUmemoryPool ao_program_pool(void);
 bool ao_pool_figures(CUmemoryPool p, cuuint64_t *reserved, cuuint64_t *used);
+// Whether pool keeps what it frees across synchronisations: its release
+// threshold is at least AO_SERVE_UNUSED_MIN (PyTorch's backend:cudaMallocAsync
+// sets the maximum). serve.c serves beside such a pool, the report models it
+// (report/summary.c).
+#define AO_SERVE_UNUSED_MIN (64ull << 20)
+bool ao_pool_keeps(CUmemoryPool pool);
 // Serving began (serve.c): what the plans held off the budget for the
 // program's pool beside aoshim's is no longer there.
 void ao_auto_serving_began(void);

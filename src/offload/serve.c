@@ -194,16 +194,6 @@ static void pool_give_back(CUmemoryPool pool)
     ao_real.cuMemPoolTrimTo(pool, 0);
 }
 
-// The program's pool keeps up to its release threshold unused across
-// synchronisations (PyTorch sets it to the maximum).
-static bool pool_keeps(CUmemoryPool pool)
-{
-    cuuint64_t t = 0;
-    return ao_real.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &t) ==
-               CUDA_SUCCESS &&
-           t >= AO_SERVE_UNUSED_MIN;
-}
-
 void ao_serve_decide(void)
 {
     if (ao_engine_serving) { // paused, or resumed as this forward begins
@@ -219,7 +209,7 @@ void ao_serve_decide(void)
     cuuint64_t reserved = 0, used = 0;
     if (!ao_pool_figures(pool, &reserved, &used)) return;
     uint64_t unused = reserved > used ? reserved - used : 0, in_use = ao_device_in_use();
-    const bool keeps = pool_keeps(pool);
+    const bool keeps = ao_pool_keeps(pool);
     if (!keeps && (unused < AO_SERVE_UNUSED_MIN || unused * 100 < in_use)) return;
     // Handles of a layer's size cannot back granules: they go to the driver,
     // and from now on a handle that is not a granule goes back as it comes
