@@ -108,10 +108,18 @@ void ao_vmm_mark(CUdeviceptr p, size_t size, uint8_t state, void *owner)
 // A handle maps whole, so one of a layer's size cannot back a smaller
 // range, and memory aoshim held idle did not serve: the device grew beside
 // it (the replayed H200 GPT under all: 16.98 GiB with 32 MiB handles, 10.27
-// with granules). So then every handle is one granule (ao_vmm.fine), at a
-// cuMemMap per granule (1.5 us each on the simulator's figures: a 956 MB
-// layer's mapping 0.7 ms instead of 38 us), which costs the offloading
-// alone more than it gains it (a step whose link keeps up, 3.2% slower).
+// with granules). So then (ao_vmm.fine) a range takes the handles lent to
+// it (offload/chunk.c), an idle handle of exactly what it still lacks, and
+// idle handles of at least AO_REUSE_MIN that fit; before new memory is made
+// for the rest, the other idle handles go back to the driver: idle memory
+// never sits beside new memory.
+//
+// It used to take one granule handle per 2 MiB. On the H200, cuMemSetAccess
+// and cuMemUnmap cost per mapping the range covers (29 and 19.5 us a
+// granule; tests/sim/drv/core.c), and creating or releasing memory is cheap
+// (13 us a handle): served, the GPT under all spent 0.94 s a step in such
+// calls (replayed; 1.40 s a step on the H200 against 0.44 s beside the
+// pool), mapping 37 GiB a step granule by granule.
 typedef struct idle_s {
     size_t size;
     CUmemGenericAllocationHandle h;
@@ -119,6 +127,17 @@ typedef struct idle_s {
 
 static idle_t *pool;
 static size_t npool, cappool;
+// Handles lent for the next mapping (ao_phys_put), kept apart from the
+// idle ones: still mapped at their lender, they may back only that mapping,
+// whose stream waits for their last uses (offload/chunk.c).
+static idle_t *lent;
+static size_t nlent, caplent;
+
+// An idle handle smaller than this is not worth a mapping of its own when
+// serving: mapped, set accessible and later unmapped it costs 48.8 us +
+// 0.28 us/MiB on the H200; released, with the rest made anew as one handle,
+// 13 us + 0.5 us/MiB (tests/sim/drv/core.c). Even at 160 MiB.
+#define AO_REUSE_MIN (160u << 20)
 
 static size_t idle_bytes;
 
@@ -145,10 +164,6 @@ static void release(CUmemGenericAllocationHandle h)
 
 static void pool_put(size_t size, CUmemGenericAllocationHandle h)
 {
-    if (ao_vmm.fine && size != ao_vmm.granule) { // made before serving began: fits nothing now
-        release(h);
-        return;
-    }
     if (npool == cappool) {
         size_t cap = cappool ? cappool * 2 : 64;
         idle_t *n = realloc(pool, cap * sizeof *n);
@@ -178,7 +193,28 @@ size_t ao_phys_idle(void)
 
 void ao_phys_put(size_t size, CUmemGenericAllocationHandle h)
 {
-    pool_put(size, h);
+    if (nlent == caplent) {
+        size_t cap = caplent ? caplent * 2 : 64;
+        idle_t *n = realloc(lent, cap * sizeof *n);
+        if (!n) { // cannot lend it: it goes back (freed with its lender's mapping)
+            release(h);
+            return;
+        }
+        lent = n;
+        caplent = cap;
+    }
+    lent[nlent++] = (idle_t){size, h};
+    idle_bytes += size;
+}
+
+// Lent handles the next mapping did not take (it failed): to the driver; the
+// memory is freed with their lender's mapping.
+static void lent_drop(void)
+{
+    for (; nlent; nlent--) {
+        idle_bytes -= lent[nlent - 1].size;
+        release(lent[nlent - 1].h);
+    }
 }
 
 // Choose idle handles to tile `size`: an exact one if pooled, else the
@@ -213,6 +249,7 @@ static size_t pool_take_tiles(size_t size, ao_phys_t *ph, unsigned room)
 size_t ao_phys_trim_to(size_t keep)
 {
     size_t bytes = 0;
+    lent_drop();
     while (npool && idle_bytes > keep) {
         idle_t it = pool_remove(npool - 1);
         release(it.h);
@@ -229,6 +266,7 @@ size_t ao_phys_trim(void)
 size_t ao_phys_trim_except(size_t *keep, size_t nkeep)
 {
     size_t bytes = 0;
+    lent_drop();
     for (size_t i = 0; i < npool;) {
         size_t j = 0;
         while (j < nkeep && keep[j] != pool[i].size)
@@ -254,25 +292,36 @@ static CUresult create(size_t size, CUmemGenericAllocationHandle *h)
 
 CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
 {
-    // Granules (fine), or at most AO_PHYS_TILES handles.
+    // Serving (fine): up to a handle per granule; else AO_PHYS_TILES at most.
     unsigned room = ao_vmm.fine ? (unsigned)(size >> ao_vmm.shift) : AO_PHYS_TILES;
     memset(ph, 0, sizeof *ph);
     ph->h = malloc((room ? room : 1) * (sizeof *ph->h + sizeof *ph->size));
     if (!ph->h) return CUDA_ERROR_OUT_OF_MEMORY;
     ph->size = (size_t *)(ph->h + (room ? room : 1));
     CUresult r = CUDA_SUCCESS;
-    size_t got;
-    if (ao_vmm.fine) { // every idle handle is a granule: take them, make the rest
-        for (got = 0; got < size && npool; got += ao_vmm.granule) {
-            idle_t it = pool_remove(npool - 1);
+    size_t got = 0;
+    if (ao_vmm.fine) {
+        // Lent handles first (each fits: chunk.c's lend), then an exact
+        // one, then large ones; pool_remove moves the last, already passed
+        // over, to i.
+        for (; nlent && got + lent[nlent - 1].size <= size; nlent--) {
+            idle_t it = lent[nlent - 1];
+            idle_bytes -= it.size;
             ph->h[ph->n] = it.h;
             ph->size[ph->n++] = it.size;
+            got += it.size;
         }
-        for (; r == CUDA_SUCCESS && got < size; got += ao_vmm.granule) {
-            CUmemGenericAllocationHandle h;
-            r = create(ao_vmm.granule, &h);
-            if (r == CUDA_SUCCESS) ph->h[ph->n] = h, ph->size[ph->n++] = ao_vmm.granule;
-        }
+        lent_drop(); // none: each fits (chunk.c's lend)
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t i = npool; i-- > 0 && got < size;)
+                if (pass ? got + pool[i].size <= size && pool[i].size >= AO_REUSE_MIN
+                         : got + pool[i].size == size) {
+                    idle_t it = pool_remove(i);
+                    ph->h[ph->n] = it.h;
+                    ph->size[ph->n++] = it.size;
+                    got += it.size;
+                }
+        if (got < size) ao_phys_trim();
     } else {
         got = pool_take_tiles(size, ph, room);
         // reshape: the idle handles left are each larger than what is missing
@@ -285,15 +334,15 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
                 if (pool[i].size < pool[best].size) best = i;
             release(pool_remove(best).h);
         }
-        if (got < size) {
-            CUmemGenericAllocationHandle h;
-            r = create(size - got, &h);
-            if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_phys_trim()) r = create(size - got, &h);
-            if (r == CUDA_SUCCESS) {
-                ph->h[ph->n] = h;
-                ph->size[ph->n] = size - got;
-                ph->n++;
-            }
+    }
+    if (got < size) {
+        CUmemGenericAllocationHandle h;
+        r = create(size - got, &h);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_phys_trim()) r = create(size - got, &h);
+        if (r == CUDA_SUCCESS) {
+            ph->h[ph->n] = h;
+            ph->size[ph->n] = size - got;
+            ph->n++;
         }
     }
     unsigned mapped = 0;
@@ -346,6 +395,7 @@ bool ao_vmm_retired(CUdeviceptr p)
 CUresult ao_vmm_fini(bool free_range)
 {
     CUresult first = CUDA_SUCCESS;
+    lent_drop();
     while (npool) {
         CUmemGenericAllocationHandle h = pool_remove(npool - 1).h;
         CUresult r = ao_real.cuMemRelease(h);

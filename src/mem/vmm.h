@@ -43,7 +43,7 @@ typedef struct ao_vmm_s {
     size_t size;      // 0 until the reservation is ready
     size_t granule;   // cuMemGetAllocationGranularity, minimum
     unsigned shift;   // log2(granule)
-    bool fine;        // every handle one granule (serving: vmm.c), set before the first mapping
+    bool fine;        // serving: any idle memory backs any range (vmm.c)
     CUdevice device;
     uint8_t *state; // per granule: enum ao_granule_state
     void **owner;   // per granule: the engine's chunk
@@ -82,8 +82,8 @@ void ao_va_free(CUdeviceptr p, size_t size);
 
 // The physical memory behind one mapped range: the handles, in address
 // order. Usually one (the same size comes back step after step); more when
-// idle handles of other sizes are combined instead of creating memory; one
-// per granule while serving (ao_vmm.fine: vmm.c).
+// idle handles of other sizes are combined instead of creating memory
+// (while serving, ao_vmm.fine, only exact or large ones: vmm.c).
 #define AO_PHYS_TILES 32
 typedef struct ao_phys_s {
     unsigned n;
@@ -94,8 +94,9 @@ typedef struct ao_phys_s {
 // Back [p, p+size) with physical memory: an idle handle of exactly size if
 // one is pooled, else idle handles of other sizes tiled in a row, and
 // cuMemCreate only for what the pool cannot cover (on out-of-memory the
-// idle pool is given back and creation retried); granules only, taken or
-// created, when ao_vmm.fine. One cuMemMap per handle, one cuMemSetAccess for
+// idle pool is given back and creation retried); when ao_vmm.fine, the
+// handles lent for it, an exact one or large ones that fit, and the other
+// idle handles given back before memory is made. One cuMemMap per handle, one cuMemSetAccess for
 // the range. On failure nothing stays mapped.
 CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *out, bool reshape);
 // One cuMemUnmap for the range (it covers whole mappings only); the handles
@@ -103,8 +104,8 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *out, bool reshape);
 CUresult ao_phys_unmap(CUdeviceptr p, size_t size, ao_phys_t *ph);
 // Bytes of idle handles in the pool.
 size_t ao_phys_idle(void);
-// A handle into the pool (the last in: the next ao_phys_map while
-// ao_vmm.fine takes it first).
+// A handle lent for the next ao_phys_map (while ao_vmm.fine), which takes it
+// first: still mapped at its lender, it backs no other mapping.
 void ao_phys_put(size_t size, CUmemGenericAllocationHandle h);
 // Release every idle handle (cuMemRelease). Returns the bytes given back.
 size_t ao_phys_trim(void);

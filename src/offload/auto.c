@@ -161,7 +161,7 @@ static void others_sample(uint64_t in_use, CUmemoryPool p, cuuint64_t reserved, 
         ao_stat_max(AO_STAT_POOL_SLACK_BYTES, rh - uh);
 }
 
-void ao_boundary_sample(void)
+void ao_boundary_sample(bool fwd)
 {
     if (!ao_eng.ready) return;
     uint64_t in_use = device_sample();
@@ -172,16 +172,38 @@ void ao_boundary_sample(void)
     if (!ao_auto.on) return;
     ao_auto_device_note(in_use);
     if (known) ao_auto_pool_note(reserved, used);
+    // What the device held beyond the allocations and aoshim's idle memory
+    // at this boundary (the context, the pool's unused reserve), from the
+    // same moment's counts; in the forward only: in the backward the
+    // program's pool keeps the activations it frees, unused, while its
+    // reserve stays where the peak left it (train_step beside the pool: 7.7
+    // GiB "beyond", none of it added to the peak).
+    uint64_t mine = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) +
+                    ao_stat_get(AO_STAT_TRACKED_RESIDENT_BYTES) + ao_idle_mapped_bytes +
+                    ao_phys_idle();
+    if (fwd && in_use > mine && in_use - mine > ao_auto.beyond_step)
+        ao_auto.beyond_step = in_use - mine;
 }
 
 // The budget a plan is held to: what the device has left for allocations
 // once the program's pool holds its unused reserve at the peak.
+// At least what the device holds beyond every allocator (the context):
+// the boundaries' samples measure the pool's slack against the step's
+// peak of allocations, which falls between them; once aoshim gave its idle
+// memory back at once (serving, mem/vmm.c), they measured none, and the
+// H200 GPT replayed under its budget was over by the context, 0.74 GiB.
+static uint64_t held_beyond(void)
+{
+    uint64_t other = ao_stat_get(AO_STAT_DEVICE_OTHER_MIN);
+    uint64_t slack =
+        ao_auto.pool_slack > ao_auto.slack_once ? ao_auto.pool_slack : ao_auto.slack_once;
+    return other > slack + 1 ? other - 1 : slack;
+}
+
 uint64_t ao_auto_plan_budget(void)
 {
     if (ao_auto.budget == UINT64_MAX) return UINT64_MAX;
-    uint64_t slack =
-        ao_auto.pool_slack > ao_auto.slack_once ? ao_auto.pool_slack : ao_auto.slack_once;
-    slack += ao_auto.model_slack;
+    uint64_t slack = held_beyond() + ao_auto.model_slack;
     return ao_auto.budget > slack ? ao_auto.budget - slack : 0;
 }
 
@@ -330,9 +352,9 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     }
     fmt_bytes(peak, sizeof peak, p.peak);
     fmt_bytes(budget, sizeof budget, ao_auto.budget);
-    if (ao_auto.pool_slack) { // the budget the plan was held to is less by this
+    if (held_beyond()) { // the budget the plan was held to is less by this
         char b[32];
-        fmt_bytes(b, sizeof b, ao_auto.pool_slack);
+        fmt_bytes(b, sizeof b, held_beyond());
         snprintf(slack, sizeof slack,
                  ", the device held %s beyond the allocations (pool reserve, context)", b);
     }
@@ -441,12 +463,24 @@ void ao_auto_step(void)
     // plan held to 59 put 1% over the budget; kept for good, the larger
     // figure cost every later step a layer more.)
     ao_auto.slack_once = ao_auto.caught_up ? ao_auto.pool_unused_now : 0;
-    if (ao_auto.caught_up) slack = 0; // not this step's peak
+    const bool caught_up = ao_auto.caught_up;
+    if (caught_up) slack = 0; // not this step's peak
     ao_auto.caught_up = false;
     // Serving began in this step (as its forward began): the pool slack and
     // what the model missed, measured before, were the two allocators side
     // by side (the program's pool has given back its unused reserve).
     if (ao_auto.serve_began) slack = ao_auto.pool_slack = ao_auto.model_slack = 0;
+    // The step's peak of allocations falls between boundaries: once aoshim
+    // gave its idle memory back at once (serving, mem/vmm.c), the most in
+    // use at a boundary was below it, the slack above measured none, and
+    // the H200 GPT replayed under its budget went over by the context and
+    // the pool's reserve (0.74 GiB). What a forward boundary held beyond its
+    // own allocations is held at a peak in the forward too (one in the
+    // backward grows into the pool's unused reserve: train_step, a budget
+    // 0.25 GiB over its need, moved 114 MiB for it).
+    else if (!caught_up && ao_auto.peak_where >= AO_WHERE_FORWARD && ao_auto.beyond_step > slack)
+        slack = ao_auto.beyond_step;
+    ao_auto.beyond_step = 0;
     ao_auto.serve_began = false;
     if (slack > ao_auto.pool_slack) ao_auto.pool_slack = slack;
     ao_auto.pool_held = 0;

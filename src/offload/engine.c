@@ -844,7 +844,7 @@ int ao_engine_layer_begin(int layer)
     if (ao_eng.mb > ao_auto.max_mb) ao_auto.max_mb = ao_eng.mb;
     __atomic_store_n(&ao_stat_where_now, AO_WHERE_FORWARD + layer, __ATOMIC_RELAXED);
     ao_auto_op_record(layer, ao_eng.mb, false);
-    ao_boundary_sample();          // the device for the report; the program's pool (auto)
+    ao_boundary_sample(true);      // the device for the report; the program's pool (auto)
     if (!ao_auto.live_start_set) { // what the program held as its first step began
         ao_auto.live_start = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES);
         ao_auto.live_start_set = true;
@@ -938,7 +938,7 @@ int ao_engine_layer_end(int layer)
         if (ao_auto.on)
             ao_auto.cur[layer] += s->rec.saved, ao_auto.tracked[layer / 64] |= 1ull << (layer % 64);
     }
-    ao_boundary_sample();
+    ao_boundary_sample(true);
     if (ao_auto.on) ao_auto_check_shapes(s);
     if (s->ev_fwd0)
         ao_timed_add(s->ev_fwd0, ao_ev_record(s->stream, true), TIMED_FWD, layer, s->mb, 0);
@@ -995,7 +995,7 @@ int ao_engine_backward_begin(int layer)
     ao_eng.bwd_open[mb] = layer + 1;
     __atomic_store_n(&ao_stat_where_now, AO_WHERE_BACKWARD, __ATOMIC_RELAXED);
     ao_auto_op_record(layer, mb, true);
-    ao_boundary_sample();
+    ao_boundary_sample(false);
     if (ao_eng.live[mb] > 0) ao_eng.live[mb]--;
     // Backward of layer L reads L's saved buffers and its input, which layer
     // L-1 produced: both must be back. Prefetch brings L-2 .. L-1-d back
@@ -1071,7 +1071,7 @@ int ao_engine_backward_end(int layer)
         after = ao_eng.live[i] == 0 && !ao_eng.bwd_open[i];
     __atomic_store_n(&ao_stat_where_now, after ? AO_WHERE_AFTER : AO_WHERE_BACKWARD,
                      __ATOMIC_RELAXED);
-    ao_boundary_sample();
+    ao_boundary_sample(false);
     if (layer == 0) measuring_yields();
     if (ao_eng.bwd0[ao_eng.mb]) {
         ao_timed_add(ao_eng.bwd0[ao_eng.mb], ao_ev_record(ao_current_stream(), true), TIMED_BWD,
@@ -1107,7 +1107,7 @@ int ao_engine_step_end(void)
     ao_eng.mb = 0;
     int before = ao_auto.planned ? ao_auto.plan.count : ao_eng.nlayers;
     if (ao_eng.ready) ao_timed_read();
-    ao_boundary_sample();
+    ao_boundary_sample(false);
     if (ao_auto.on && ao_eng.ready && !ao_eng.manual)
         ao_auto_step(); // the manual schedule is the program's
     ao_sched_update();

@@ -303,6 +303,7 @@ typedef struct ao_auto_s {
     bool pool_none; // no pool to ask (no such driver call, or it failed)
     uint64_t pool_held, pool_slack;
     uint64_t pool_unused_now; // the pool's unused reserve at the last sample
+    uint64_t beyond_step;     // this step's most in use beyond the allocations, at a boundary
     uint64_t slack_once;      // held off the budget for one step after a caught-up one
     // What the plan's model missed: the most a step run under one plan from
     // its start allocated beyond that plan's predicted peak (auto.c:
@@ -435,7 +436,7 @@ uint64_t ao_auto_budget_of(const ao_share_t *b, uint64_t free_b, uint64_t total,
 void ao_auto_check_shapes(const ao_scope_t *s);
 // At each boundary: the device's memory for the report (every policy),
 // and the program's pool for the plan (auto).
-void ao_boundary_sample(void);
+void ao_boundary_sample(bool fwd); // fwd: a forward layer's begin or end
 void ao_device_sampling_on(void);
 void ao_auto_pool_note(uint64_t reserved, uint64_t used);
 void ao_auto_device_note(uint64_t in_use);

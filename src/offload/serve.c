@@ -18,8 +18,9 @@
 // its free on the stream: the next allocation of that size on any stream
 // takes it after that event on the GPU (the host does not wait, as a
 // stream-ordered pool reuses memory), and a layer takes its memory once
-// the event is complete. Every handle is one granule (mem/vmm.c), so freed
-// memory of any size backs any other.
+// the event is complete. Freed memory of any size backs any other: a range
+// takes the idle handles that fit it, and the others go back before new
+// memory is made (mem/vmm.c).
 //
 // When (AOSHIM_SERVE): from the start (1), never (0), or by default (auto)
 // where the program's pool would hold memory unused beside aoshim's. It
@@ -32,13 +33,11 @@
 // if the pool's threshold is at least AO_SERVE_UNUSED_MIN, or if it holds
 // that much unused and 1% of the device's memory in use (a pool that keeps
 // what a step frees for want of a synchronisation). Then aoshim's idle
-// memory goes back to the driver (its handles were a layer's size;
-// serving's are granules), the pool gives its unused reserve back
-// (cuMemPoolTrimTo), and the plan at the step's end is made for one pool.
-// A step whose pool gives back what it does not use (train_step's
-// synthetic step synchronises: 1.6 MB unused as its forward begins) is
-// never served: serving costs a cuMemMap per granule, a layer's mapping
-// 0.2 ms on the simulator's figures.
+// memory goes back to the driver (its handles were a layer's size), the pool gives its unused
+// reserve back (cuMemPoolTrimTo), and the plan at the step's end is made for one pool. A step whose
+// pool gives back what it does not use (train_step's synthetic step synchronises: 1.6 MB unused as
+// its forward begins) is never served: serving costs the host a mapping (about 50 us on the H200)
+// whenever memory moves between a layer and the program's allocations.
 //
 // Once begun, serving goes on under a plan that offloads nothing for a
 // given budget: the plan was made for one pool, and the program's pool

@@ -175,10 +175,17 @@ static bool cfg_bool(const char *var)
 //    we use 50/50 so that 1 GiB D2H takes 21.5 ms (GB = 1e9 bytes). A100
 //    PCIe Gen4 ~25 GB/s measured both ways. Pageable copies stage through a
 //    driver bounce buffer: about a third of pinned, and synchronous.
-//  - VMM costs (A100, 2 MiB pages, kvcached's benchmark): cuMemCreate ~193
-//    us per granule (190 here), cuMemMap 1.5 us, cuMemSetAccess 36 us,
-//    cuMemUnmap 26 us, cuMemAddressReserve 19 us. Used for both profiles:
-//    no separate H100 figures were published.
+//  - VMM costs: measured on an NVIDIA H200 (driver 580.159.04, CUDA 13.0) by
+//    tests/bench/bench_vmm.c on 2026-11-27 (gpu-check; the figures are in
+//    tests/replay/data/h200-2026-11-27/gpt16/runs.json), one 256 MiB range
+//    as 128 granule handles and as one handle: cuMemCreate 12.7 us a granule,
+//    37 us for 256 MiB; cuMemMap 0.88 and 7.0 us; cuMemSetAccess 3762 us
+//    over the 128 granule mappings and 79 us over the one; cuMemUnmap 2502
+//    and 35 us; cuMemRelease 14.0 and 142 us. So set-access and unmap cost
+//    per mapping the range covers (29.4 and 19.5 us a granule), not per
+//    call: each is modelled as a cost per handle or mapping plus one per
+//    MiB, fitted to the two sizes. cuMemAddressReserve 19 us (A100,
+//    kvcached's benchmark; not measured here). Used for both profiles.
 //  - Pinning: cudaHostAlloc ~0.4 s per GiB (RMM #2523).
 //  - Launch ~2.5 us host cost; cuMemAlloc/cuMemFree ~10 us (commonly quoted
 //    order of magnitude; not from a single benchmark: an assumption).
@@ -187,7 +194,6 @@ static bool cfg_bool(const char *var)
 //    SIM_TFLOPS).
 //  - Device-to-device copies: read + write of HBM; H100 3.35 TB/s HBM3 and
 //    A100 2.0 TB/s HBM2e give ~1500 and ~800 GB/s of copy (assumption).
-//  - cuMemRelease cost: not published; assumed 10 us.
 static void cfg_load(void)
 {
     sim_config_t c;
@@ -228,12 +234,12 @@ static void cfg_load(void)
     c.deinit_at_exit = cfg_bool("SIM_DEINIT_AT_EXIT");
     c.api_ns = 100;
     c.launch_ns = 2500;
-    c.mem_create_ns = 190000; // per 2 MiB granule
-    c.mem_map_ns = 1500;
-    c.set_access_ns = 36000;
-    c.unmap_ns = 26000;
+    c.mem_create = (sim_vmm_cost_t){12500, 96};  // per handle
+    c.mem_map = (sim_vmm_cost_t){840, 24};       // per mapping
+    c.set_access = (sim_vmm_cost_t){29000, 195}; // per mapping the range covers
+    c.unmap = (sim_vmm_cost_t){19000, 63};       // per mapping the range covers
+    c.release = (sim_vmm_cost_t){13000, 500};    // per handle
     c.reserve_ns = 19000;
-    c.release_ns = 10000;
     c.alloc_ns = 10000;
     c.free_ns = 10000;
     c.pin_ns_per_byte = 0.4e9 / (double)(1ull << 30);
@@ -263,7 +269,8 @@ void sim_exit_line(void)
                 "elapsed_ns=%llu busy_compute_ns=%llu busy_d2h_ns=%llu busy_h2d_ns=%llu "
                 "launches=%llu pin_calls=%llu mem_create=%llu address_reserve=%llu "
                 "set_access=%llu live_handles=%llu live_mappings=%llu live_pinned_bytes=%llu "
-                "pool_reserved_bytes=%llu peak_in_use_bytes=%llu peak_pool_unused_bytes=%llu%s",
+                "pool_reserved_bytes=%llu peak_in_use_bytes=%llu peak_pool_unused_bytes=%llu "
+                "map_calls=%llu vmm_host_ns=%llu%s",
                 (unsigned long long)sim_mem_peak_bytes(),
                 (unsigned long long)sim_mem_current_bytes(), (unsigned long long)sim_st.races,
                 (unsigned long long)sim_st.faults, (unsigned long long)elapsed_now(),
@@ -275,7 +282,9 @@ void sim_exit_line(void)
                 (unsigned long long)mappings, (unsigned long long)pinned,
                 (unsigned long long)sim_mem_pool_reserved_bytes(),
                 (unsigned long long)sim_mem_peak_in_use_bytes(),
-                (unsigned long long)sim_mem_peak_pool_unused_bytes(), deinit);
+                (unsigned long long)sim_mem_peak_pool_unused_bytes(),
+                (unsigned long long)sim_st.map_calls, (unsigned long long)sim_st.vmm_host_ns,
+                deinit);
     }
     // After the exit line, and even with SIM_QUIET=1: a test that asked for
     // failures always learns which fired (SIM_QUIET silences the statistics,

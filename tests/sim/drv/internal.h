@@ -34,6 +34,11 @@
 #define SIM_MAX_AGENTS 256       // streams + host threads over the process lifetime
 
 // --- configuration and counters (core.c) ------------------------------------
+typedef struct {
+    uint64_t ns;       // per call: per handle, or per mapping the range covers
+    double ns_per_mib; // and per MiB of it
+} sim_vmm_cost_t;
+
 typedef struct sim_config_s {
     uint64_t capacity;
     uint64_t context_bytes; // SIM_CONTEXT_BYTES: held from the start, as a context's own memory
@@ -46,8 +51,11 @@ typedef struct sim_config_s {
     uint64_t copy_latency_ns;
     double tflops;
     // host-side API costs, ns
-    uint64_t api_ns, launch_ns, mem_create_ns, mem_map_ns, set_access_ns, unmap_ns,
-        reserve_ns, release_ns, alloc_ns, free_ns;
+    uint64_t api_ns, launch_ns, reserve_ns, alloc_ns, free_ns;
+    // Virtual memory: a fixed cost per handle or per mapping, and one per MiB
+    // (sim_vmm_cost). Set-access and unmap pay it for each mapping the range
+    // covers.
+    sim_vmm_cost_t mem_create, mem_map, set_access, unmap, release;
     double pin_ns_per_byte;            // cuMemHostAlloc / cuMemHostRegister
 } sim_config_t;
 
@@ -185,6 +193,14 @@ void sim_fail_report(void);
 // --- virtual host clock (core.c) -----------------------------------------------
 extern uint64_t sim_host_ns;
 static inline void sim_host_advance(uint64_t ns) { sim_host_ns += ns; }
+// A virtual-memory call's host cost for bytes of one handle or mapping, also
+// counted apart (sim_stats_t vmm_host_ns).
+static inline void sim_vmm_advance(sim_vmm_cost_t c, uint64_t bytes)
+{
+    uint64_t ns = c.ns + (uint64_t)(c.ns_per_mib * (double)bytes / (double)(1u << 20));
+    sim_host_advance(ns);
+    sim_st.vmm_host_ns += ns;
+}
 static inline void sim_host_wait_until(uint64_t t) { if (t > sim_host_ns) sim_host_ns = t; }
 
 // --- vector clocks (hb.c) -------------------------------------------------------

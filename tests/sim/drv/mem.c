@@ -1338,7 +1338,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     // POSIX fds are unsupported): refuse rather than pretend.
     if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) SIM_RET(CUDA_ERROR_NOT_SUPPORTED);
     sim_st.mem_create_calls++;
-    sim_host_advance(sim_cfg.mem_create_ns * (size / SIM_GRANULE));
+    sim_vmm_advance(sim_cfg.mem_create, size);
     if (!cap_take(size)) SIM_RET(CUDA_ERROR_OUT_OF_MEMORY);
     uint64_t off = arena_get(&ar_phys, size, SIM_GRANULE);
     handle_t *h = calloc(1, sizeof *h);
@@ -1363,7 +1363,7 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     if (r) SIM_RET(r);
     handle_t *h = handle_get(handle);
     if (!h || h->refs <= 0) SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    sim_host_advance(sim_cfg.release_ns);
+    sim_vmm_advance(sim_cfg.release, h->size);
     h->refs--;
     if (h->refs == 0) live_handles--; // its memory may live on in mappings
     handle_maybe_free(h);
@@ -1452,7 +1452,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     rec_t *res = tab_find(&t_res, ptr);
     if (!res || ptr + size > res->addr + res->size || tab_overlaps(&t_dev, ptr, size))
         SIM_RET(CUDA_ERROR_INVALID_VALUE);
-    sim_host_advance(sim_cfg.mem_map_ns);
+    sim_vmm_advance(sim_cfg.mem_map, size);
     // Shared mapping of the handle's pages: contents belong to the handle
     // and follow it to any VA. No access until cuMemSetAccess.
     void *p = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, phys_fd,
@@ -1519,7 +1519,8 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     size_t first, n;
     if (!cover_mappings(ptr, size, &first, &n)) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     sim_st.set_access_calls++;
-    sim_host_advance(sim_cfg.set_access_ns);
+    for (size_t i = 0; i < n; i++) // per mapping covered (core.c: H200 figures)
+        sim_vmm_advance(sim_cfg.set_access, t_dev.v[first + i].size);
     int prot = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
                : flags == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
                                                            : PROT_NONE;
@@ -1558,7 +1559,8 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     // sees it as a host FREE unordered with that kernel's access.
     sim_hb_host_access(ptr, size, SIM_HB_FREE, "cuMemUnmap");
     sim_st.unmap_calls++;
-    sim_host_advance(sim_cfg.unmap_ns);
+    for (size_t k = 0; k < n; k++) // per mapping covered (core.c: H200 figures)
+        sim_vmm_advance(sim_cfg.unmap, t_dev.v[first + k].size);
     va_discard(ptr, size);
     for (size_t k = 0; k < n; k++) {
         rec_t rec = t_dev.v[first];

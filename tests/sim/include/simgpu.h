@@ -110,6 +110,8 @@ typedef struct sim_stats_s {
     uint64_t peak_pool_unused_bytes; // the pools' reserved-but-unused bytes at the moment
                                      // peak_device_bytes was last raised (set back with
                                      // the peak: simResetPeak, simResetStats)
+    uint64_t vmm_host_ns;            // host time spent in cuMemCreate, cuMemMap,
+                                     // cuMemSetAccess, cuMemUnmap and cuMemRelease
 } sim_stats_t;
 
 // --- driver level (libcuda.so.1) ---

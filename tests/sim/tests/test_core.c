@@ -333,7 +333,8 @@ Test(core, exit_line_counts_the_pool_reserve)
     cr_assert(strstr(buf, "simgpu: peak_device_bytes=4198400 current_device_bytes=4198400 "),
               "got: %s", buf);
     cr_assert(strstr(buf, " live_pinned_bytes=0 pool_reserved_bytes=4194304 "
-                          "peak_in_use_bytes=4198400 peak_pool_unused_bytes=4194304\n"),
+                          "peak_in_use_bytes=4198400 peak_pool_unused_bytes=4194304 "
+                          "map_calls=0 vmm_host_ns=0\n"),
               "got: %s", buf);
 }
 
@@ -366,7 +367,7 @@ Test(core, exit_line_and_fault_diagnostic)
     cr_assert(strstr(buf, " pin_calls=0 mem_create=0 address_reserve=0 set_access=0 "
                           "live_handles=0 live_mappings=0 live_pinned_bytes=0 "
                           "pool_reserved_bytes=0 peak_in_use_bytes=8192 "
-                          "peak_pool_unused_bytes=0\n"),
+                          "peak_pool_unused_bytes=0 map_calls=0 vmm_host_ns=0\n"),
               "got: %s", buf);
 }
 
@@ -648,7 +649,7 @@ Test(core, exit_line_at_normal_exit)
     cr_assert(strstr(line, " launches=0 pin_calls=1 mem_create=0 address_reserve=0 set_access=0 "
                            "live_handles=0 live_mappings=0 live_pinned_bytes=4096 "
                            "pool_reserved_bytes=0 peak_in_use_bytes=16384 "
-                           "peak_pool_unused_bytes=0\n"),
+                           "peak_pool_unused_bytes=0 map_calls=0 vmm_host_ns=0\n"),
               "got: %s", buf);
     cr_assert_null(strstr(line + 1, "simgpu: "), "one line: %s", buf);
     cr_assert_eq(run_child_capture(quiet_exit_child, buf, sizeof buf), 0);
