@@ -331,11 +331,13 @@ def group_late():
 
 
 def group_data():
-    """Every trace of data/ but the deliberately broken ones (uaf_*, bad_*):
+    """Every trace of data/ and its folders (the real steps) but the
+    deliberately broken ones (uaf_*, bad_*):
     --check with and without aoshim (AOSHIM_OFFLOAD_LAYERS=all), ok, no
     wrong byte, no race, no fault. A trace of more than 512 MiB is checked
     at a --scale that brings it under (the real steps are tens of GiB)."""
-    names = sorted(n for n in os.listdir(DATA)
+    names = sorted(os.path.relpath(os.path.join(d, n), DATA)
+                   for d, _, files in os.walk(DATA) for n in files
                    if n.endswith((".trace", ".trace.gz")) and not n.startswith(("uaf_", "bad_")))
     expect(names, "no trace in data/")
     for n in names:
