@@ -40,6 +40,7 @@
     X(PREFETCH_MISSED, "reloads issued late, at the layer's own backward")                         \
     X(PREFETCH_EVICTED, "prefetched layers given back when the program ran out of memory")         \
     X(LATE_RELOADS, "late reloads (buffers a kernel needed outside the schedule)")                 \
+    X(RELOAD_UNDER_WAY, "buffers a kernel needed while their scheduled reload was on the link")    \
     X(LEFTOVER_PLACES, "kernel parameter places found holding leftovers, not pointers")            \
     X(LEFTOVER_SKIPS, "words at those places pointing at offloaded memory, not read as touches")   \
     X(RELOAD_WAIT_NS, "compute stream waited on reloads (ns)")                                     \

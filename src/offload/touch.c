@@ -104,7 +104,7 @@ const void *ao_engine_touch(CUdeviceptr p, uint64_t n, CUstream s, const char *w
     ao_note_stream_locked(s);
     ao_scope_t *sc = c->scope;
     uint64_t capture;
-    bool capturing = stream_capturing(s, &capture), late = false;
+    bool capturing = stream_capturing(s, &capture), late = false, under_way = false;
     ao_unprefetch(c); // used from now on: never taken back
     if (c->watched && c->state == AO_RESIDENT) watched_use(c, p, n, s, capturing);
     if (c->state == AO_OFFLOADING && capturing) {
@@ -137,12 +137,18 @@ const void *ao_engine_touch(CUdeviceptr p, uint64_t n, CUstream s, const char *w
             ao_ev_wait(sc->ev_reloaded);
             ao_poll_locked();
         } else if (c->safe_stream != s) {
+            // The schedule's reload is under way (a prefetch, or the layer's
+            // own backward on another stream): this launch waits for the
+            // link, not for a reload it caused. Counted apart from the late
+            // ones (issue 22; on the H200, once the host ran ahead, the
+            // Llama's late reloads rose from 0 to 236, and the report could
+            // not say which kind they were).
             ao_wait_reload(s, sc);
             if (!c->safe_stream) {
                 ao_set_safe_stream(c, s);
                 ao_chunk_set(c, AO_RELOADING);
             }
-            late = true;
+            under_way = !late;
         }
     }
     if (capture) ao_pin_for_capture(c, capture);
@@ -154,6 +160,9 @@ const void *ao_engine_touch(CUdeviceptr p, uint64_t n, CUstream s, const char *w
                   what, sc->layer, sc->mb);
         late = false;
     }
+    if (under_way)
+        for (ao_buffer_t *b = c->buffers; b; b = b->next)
+            if (!b->freed) ao_stat_add(AO_STAT_RELOAD_UNDER_WAY, 1);
     if (late) {
         // Counted per buffer brought back (or kept) for this launch.
         for (ao_buffer_t *b = c->buffers; b; b = b->next)

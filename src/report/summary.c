@@ -243,7 +243,15 @@ static void emit_summary(ao_emitter_t *e)
                AO_NS(ao_stat_get(AO_STAT_RELOAD_WAIT_NS)));
     ao_emit_kv(e, "prefetches missed", "prefetches_missed",
                AO_U64(ao_stat_get(AO_STAT_PREFETCH_MISSED)));
-    ao_emit_kv(e, "late reloads", "late_reloads", AO_U64(ao_stat_get(AO_STAT_LATE_RELOADS)));
+    // Late: a kernel needed a buffer the schedule had not brought back, so
+    // the reload started then; apart, those that only waited for the
+    // schedule's reload still on the link (offload/touch.c).
+    ao_emit_row_begin(e, "late reloads");
+    ao_emit_val(e, NULL, "late_reloads", AO_U64(ao_stat_get(AO_STAT_LATE_RELOADS)));
+    ao_emit_val(e, " (and ", "reload_under_way_waits",
+                AO_U64(ao_stat_get(AO_STAT_RELOAD_UNDER_WAY)));
+    ao_emit_val(e, " buffers waited for a scheduled reload still on the link)", NULL, AO_STR(""));
+    ao_emit_row_end(e);
     // Parameter words taken as the host stack's leftovers (offload/scan.h):
     // touches of offloaded memory the scan did not act on.
     ao_emit_row_begin(e, "leftover words");

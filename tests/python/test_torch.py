@@ -130,7 +130,7 @@ def test_sim_offloads_under_python_hooks(tmp_path, name):
     assert off == back and not off.startswith("0 B"), shim.stderr
     offloads, reloads = re.match(r"(\d+) / (\d+)", summary(shim.stderr, "layer offloads / reloads")).groups()
     assert int(offloads) > 0 and offloads == reloads
-    assert summary(shim.stderr, "late reloads") == "0"
+    assert summary(shim.stderr, "late reloads").split()[0] == "0"
     assert re.match(r"torch \w+\.(transformer\.h|model\.layers): 6 x \w+ \(6 layers, ",
                     summary(shim.stderr, "layers marked by"))
     sim_line = re.search(r"^simgpu: .*$", shim.stderr, re.M).group(0)

@@ -330,6 +330,54 @@ def group_late():
                f"step4 on the default stream under aoshim: wrong={fig.get('wrong')}")
 
 
+def side_touch(text, layer, at_backward_of):
+    """step4's text with a kernel on the side stream (3) that reads layer's
+    first buffer as at_backward_of's backward begins, ordered after stream 2
+    and back (an event each way): a touch outside the schedule."""
+    lines = text.split("\n")
+    i = next(k for k, l in enumerate(lines) if f"op=begin layer={layer} " in l + " ")
+    addr = next(re.search(r"addr=(0x[0-9a-f]+)", l).group(1)
+                for l in lines[i:] if l.startswith("alloc"))
+    j = next(k for k, l in enumerate(lines) if f"op=backward_begin layer={at_backward_of} " in l + " ")
+    t = re.search(r"t=(\d+)", lines[j]).group(1)
+    lines[j + 1:j + 1] = [f"record t={t} ev=1 s=2", f"wait t={t} ev=1 s=3",
+                          f"launch t={t} k=3 s=3 grid=1024,1,1 block=256,1,1 dur=1000 "
+                          f"ptr={addr}+{8 << 20}:r",
+                          f"record t={t} ev=2 s=3", f"wait t={t} ev=2 s=2"]
+    return "\n".join(lines)
+
+
+def group_under_way():
+    """A touch of an offloaded layer before the schedule reloads it is a late
+    reload; one while the schedule's reload is on the link waits for it and
+    is counted apart (summary.reload_under_way_waits), not as late."""
+    raw = open(data("step4"), "rb").read()
+    text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+    # Under all, layers 0 and 1 go; layer 0 comes back as layer 2's backward
+    # begins (prefetch), so at layer 3's it is still away.
+    for at, late in ((3, True), (2, False)):
+        with tempfile.TemporaryDirectory() as d:
+            t = os.path.join(d, f"step4-side-touch-{at}.trace")
+            with open(t, "w") as f:
+                f.write(side_touch(text, 0, at))
+            rc, fig, _, doc = run_report(t, "--check", env=[("AOSHIM_OFFLOAD_LAYERS", "all")])
+            ok_clean(fig, f"step4, layer 0 read on the side stream at layer {at}'s backward")
+            s = doc["summary"]
+            print(f"    layer 0 read at layer {at}'s backward: late {s['late_reloads']}, "
+                  f"waited for a reload under way {s['reload_under_way_waits']}")
+            expect(fig.get("wrong") == 0, f"side touch at {at}: wrong={fig.get('wrong')}")
+            if late:
+                expect(s["late_reloads"] > 0 and s["reload_under_way_waits"] == 0,
+                       f"side touch at {at}: {s['late_reloads']} late, "
+                       f"{s['reload_under_way_waits']} under way (want late only)")
+            else:
+                expect(s["late_reloads"] == 0 and s["reload_under_way_waits"] > 0,
+                       f"side touch at {at}: {s['late_reloads']} late, "
+                       f"{s['reload_under_way_waits']} under way (want under way only)")
+            rc, fig, _ = run(t, "--check")
+            ok_clean(fig, f"step4 side touch at {at} without aoshim")
+
+
 def group_data():
     """Every trace of data/ and its folders (the real steps) but the
     deliberately broken ones (uaf_*, bad_*):
