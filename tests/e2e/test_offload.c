@@ -941,7 +941,7 @@ Test(e2e, auto_replans_a_pytorch_step_as_its_sequence_doubles, .timeout = 120)
 }
 
 // Lending (offload/chunk.c): while serving, a layer's allocation or a
-// reload maps the granules of a kept mapping whose last uses are still
+// reload maps the handles of a kept mapping whose last uses are still
 // queued, its stream waiting for them on the GPU, and the old mapping goes
 // once they are done. Same bits as without aoshim; the simulator stops the
 // run at the first use through the new address unordered with one through
@@ -949,7 +949,10 @@ Test(e2e, auto_replans_a_pytorch_step_as_its_sequence_doubles, .timeout = 120)
 // copy raced a gemm's write, exit 87); and memory was lent.
 Test(e2e, lent_memory_is_used_after_its_last_uses_and_keeps_the_bits, .timeout = 60)
 {
-    const char *args = "--pytorch --layers 8 --hidden 512 --seq 512 --batch 2 --heads 8 --steps 4";
+    // Hidden 1024: at 512 the program's allocations fit in the 64 MiB slabs
+    // (serve.c) and every kept mapping is larger than what a layer lacks, so
+    // none lends (a handle lends whole: mem/vmm.c).
+    const char *args = "--pytorch --layers 8 --hidden 1024 --seq 512 --batch 2 --heads 8 --steps 4";
     e2e_result_t base, lent;
     e2e_train(&base, false, NULL, args);
     expect_ok("without aoshim", &base);
