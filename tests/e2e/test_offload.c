@@ -210,7 +210,7 @@ Test(e2e, same_bits_auto_part, .timeout = 120)
     cr_log_info("part: checksum %s / %s, peak %" PRIu64 " / %" PRIu64 ", races %" PRIu64 ": %.*s",
                 base.checksum, with.checksum, base.peak, with.peak, with.races,
                 (int)strcspn(row, "\n"), row);
-    cr_assert(strstr(row, "(of layer 0, "), "no part in the plan: %.200s", row);
+    cr_assert(strstr(row, "(of layer "), "no part in the plan: %.200s", row);
     cr_assert_str_eq(with.checksum, base.checksum);
     cr_assert_eq(with.races, 0);
     e2e_free(&base);
@@ -281,7 +281,9 @@ Test(e2e, same_bits_served_checkpoint_1f1b, .timeout = 60)
 }
 
 // Served under a budget half a layer under the program's most: the plan
-// takes a part of layer 0, whose buffers each have a chunk, and each chunk
+// takes a part of a layer (of layer 0; since the plan holds off the budget
+// what a forward boundary held beyond the allocations, 44 MiB here, layer 0
+// and a part of layer 1), whose buffers each have a chunk, and each chunk
 // goes back as soon as its own copy is done (ao_poll_locked), before the
 // layer's last copy: the same bits, no race, no fault (a chunk unmapped
 // under a copy still reading it would fault).
@@ -300,7 +302,7 @@ Test(e2e, same_bits_served_part, .timeout = 120)
     cr_assert(row, "no 'offload plan' row:\n%s", with.err);
     cr_log_info("served part: checksum %s / %s, peak %" PRIu64 " / %" PRIu64 ": %.*s",
                 base.checksum, with.checksum, base.peak, with.peak, (int)strcspn(row, "\n"), row);
-    cr_assert(strstr(row, "(of layer 0, "), "no part in the plan: %.200s", row);
+    cr_assert(strstr(row, "(of layer "), "no part in the plan: %.200s", row);
     cr_assert_str_eq(with.checksum, base.checksum);
     cr_assert_eq(with.races, 0);
     cr_assert_lt(with.peak, base.peak);
@@ -955,10 +957,11 @@ Test(e2e, auto_replans_a_pytorch_step_as_its_sequence_doubles, .timeout = 120)
 // copy raced a gemm's write, exit 87); and memory was lent.
 Test(e2e, lent_memory_is_used_after_its_last_uses_and_keeps_the_bits, .timeout = 60)
 {
-    // Hidden 1024: at 512 the program's allocations fit in the 64 MiB slabs
-    // (serve.c) and every kept mapping is larger than what a layer lacks, so
-    // none lends (a handle lends whole: mem/vmm.c).
-    const char *args = "--pytorch --layers 8 --hidden 1024 --seq 512 --batch 2 --heads 8 --steps 4";
+    // Hidden 1024 (4 layers, 3 steps: 6 s a run): at 512 the program's
+    // allocations fit in the 64 MiB slabs (serve.c) and every kept mapping is
+    // larger than what a layer lacks, so none lends (a handle lends whole:
+    // mem/vmm.c).
+    const char *args = "--pytorch --layers 4 --hidden 1024 --seq 512 --batch 2 --heads 8 --steps 3";
     e2e_result_t base, lent;
     e2e_train(&base, false, NULL, args);
     expect_ok("without aoshim", &base);
@@ -981,7 +984,9 @@ Test(e2e, lent_memory_is_used_after_its_last_uses_and_keeps_the_bits, .timeout =
 // the step's peak they do, and the bits are the same, no race.
 Test(e2e, served_allocations_borrow_memory_freed_on_their_stream, .timeout = 60)
 {
-    const char *args = "--pytorch --layers 8 --hidden 512 --seq 512 --batch 2 --heads 8 --steps 4";
+    // Seq 1024 (4 layers, 3 steps: 7 s a run): at 512 the program's
+    // allocations fit in the 64 MiB slabs (serve.c) and none borrows.
+    const char *args = "--pytorch --layers 4 --hidden 512 --seq 1024 --batch 2 --heads 8 --steps 3";
     e2e_result_t base, lent;
     e2e_train(&base, false, NULL, args);
     expect_ok("without aoshim", &base);
