@@ -55,7 +55,7 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, bool async, CUdeviceptr *
     bool planned = plan && seq < plan->n && plan->size[seq] == size;
     // Not the size the layer allocated last step (shapes changing): the
     // kept mappings are of the old sizes, and the pool tiles new ones best
-    // (with granule handles, ao_vmm.fine, any idle memory backs any size).
+    // (serving, ao_vmm.fine: any idle memory backs any size).
     if (plan && !planned && ao_idle_mapped && !ao_vmm.fine) ao_idle_unmap(SIZE_MAX);
     if (planned && plan->flags[seq] & (LEARN_TEMP | LEARN_KEPT)) {
         // A temporary last step (or kept): the real allocator serves it.
@@ -75,7 +75,7 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, bool async, CUdeviceptr *
         bool first = planned;
         for (ao_chunk_t *c = s->chunks; c && first; c = c->next)
             first = c->stays != stays;
-        // With granule handles, each buffer of the part that goes has a
+        // Serving (ao_vmm.fine), each buffer of the part that goes has a
         // chunk of its own: a chunk goes back as soon as its own copy is
         // done (ao_poll_locked), not when the layer's last copy is.
         uint64_t saved = !first        ? 0

@@ -297,7 +297,7 @@ static bool interleaved(const ao_plan_in_t *in)
 // The least part of layer k-1 that keeps the budget at prefetch distance
 // d; false when none does. In sixteenths, one more than the least that
 // fits: the engine's chunks round up, and its buffers do not split at the
-// sixteenth. With granule handles no chunk rounds, and the engine takes
+// sixteenth. Serving (fine_handles), no chunk rounds, and the engine takes
 // buffers that make up at least the part (choose_part): the least
 // sixty-fourth that fits, every byte over the need a byte more on the link
 // (train_step --pytorch served, the budget the link could hide: the least
@@ -362,7 +362,7 @@ void ao_plan_make(const ao_plan_in_t *in, ao_plan_t *out)
     // not: with copies exposed either way, the engine's pool (reshaped for
     // the part's two chunk sizes) waits more than the model says (measured:
     // 25.6 ms exposed for 17.7 predicted, against 21.5 for a whole layer).
-    // With granule handles (fine_handles) there is no reshaping: a part is
+    // Serving (fine_handles) there is no reshaping: a part is
     // taken wherever it exposes less than the whole, at whichever prefetch
     // distance exposes it least: a part's memory is not the whole layer's,
     // so the distance best for the whole may not be best for the part

@@ -72,7 +72,7 @@ typedef struct ao_plan_in_s {
     // out still running when its reload came (0: never; NULL: none seen). A
     // plan offloads it (or a layer after it) only at shorter distances.
     const uint8_t *late_d;
-    // Any idle memory backs any range (granule handles: serving). A part of
+    // Any idle memory backs any range (serving: mem/vmm.c). A part of
     // a layer then costs the engine what the model says, and is chosen
     // wherever it exposes less copy time than the whole layer.
     bool fine_handles;
