@@ -20,7 +20,8 @@
 #     model against the engine;
 #   - every static k: peak, step.
 # Then the same for each step recorded on a real GPU in the repository
-# (tests/replay/data/*/base-record.trace, its context modelled).
+# (tests/replay/data/*/base-record.trace and */*/base-record.trace, its
+# context modelled).
 # The measuring step (the first) is shown apart; under auto the figures are
 # the last step's (the plan converges over the steps), with every step's peak.
 #
@@ -130,18 +131,33 @@ def measure(trace, peak, step, serve, sim=()):
 
 
 def gpu_traces():
-    """The steps recorded on a real GPU in the repository (gpu-check --record):
-    (name, trace, the simulator's context pairs)."""
+    """The steps recorded on a real GPU in the repository (gpu-check --record,
+    and the Hugging Face models beside it): (name, trace, the simulator's
+    context pairs). The context is the one gpu-check measured in the same
+    folder, or for a folder without, in a sibling (the same device call)."""
     data = os.path.join(ROOT, "tests", "replay", "data")
+
+    def context(folder):
+        up = os.path.dirname(folder)
+        near = [] if up == data else sorted(os.path.join(up, n) for n in os.listdir(up))
+        for d in [folder] + near:
+            runs = os.path.join(d, "runs.json")
+            if os.path.exists(runs):
+                with open(runs) as f:
+                    doc = json.load(f)
+                return doc.get("context_bytes") or doc["runs"]["base"]["device_base"]
+        return None
+
     out = []
-    for name in sorted(os.listdir(data)):
-        runs = os.path.join(data, name, "runs.json")
-        trace = os.path.join(data, name, "base-record.trace")
-        if os.path.exists(runs) and os.path.exists(trace):
-            with open(runs) as f:
-                doc = json.load(f)
-            ctx = doc.get("context_bytes") or doc["runs"]["base"]["device_base"]
-            out.append((name, trace, (f"SIM_CONTEXT_BYTES={ctx}",)))
+    for top in sorted(os.listdir(data)):
+        if not os.path.isdir(os.path.join(data, top)):
+            continue
+        for name in [top] + sorted(os.path.join(top, n) for n in os.listdir(os.path.join(data, top))):
+            folder = os.path.join(data, name)
+            trace = os.path.join(folder, "base-record.trace")
+            ctx = context(folder) if os.path.exists(trace) else None
+            if ctx:
+                out.append((name, trace, (f"SIM_CONTEXT_BYTES={ctx}",)))
     return out
 
 
