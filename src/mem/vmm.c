@@ -127,7 +127,7 @@ typedef struct idle_s {
 
 static idle_t *pool;
 static size_t npool, cappool;
-// Handles lent for the next mapping (ao_phys_put), kept apart from the
+// Handles lent for the next mapping (ao_phys_lend), kept apart from the
 // idle ones: still mapped at their lender, they may back only that mapping,
 // whose stream waits for their last uses (offload/chunk.c).
 static idle_t *lent;
@@ -191,7 +191,7 @@ size_t ao_phys_idle(void)
     return idle_bytes;
 }
 
-void ao_phys_put(size_t size, CUmemGenericAllocationHandle h)
+void ao_phys_lend(size_t size, CUmemGenericAllocationHandle h)
 {
     if (nlent == caplent) {
         size_t cap = caplent ? caplent * 2 : 64;

@@ -96,8 +96,8 @@ typedef struct ao_phys_s {
 // cuMemCreate only for what the pool cannot cover (on out-of-memory the
 // idle pool is given back and creation retried); when ao_vmm.fine, the
 // handles lent for it, an exact one or large ones that fit, and the other
-// idle handles given back before memory is made. One cuMemMap per handle, one cuMemSetAccess for
-// the range. On failure nothing stays mapped.
+// idle handles given back before memory is made. One cuMemMap per handle,
+// one cuMemSetAccess for the range. On failure nothing stays mapped.
 CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *out, bool reshape);
 // One cuMemUnmap for the range (it covers whole mappings only); the handles
 // go back to the pool and ph is empty.
@@ -106,7 +106,7 @@ CUresult ao_phys_unmap(CUdeviceptr p, size_t size, ao_phys_t *ph);
 size_t ao_phys_idle(void);
 // A handle lent for the next ao_phys_map (while ao_vmm.fine), which takes it
 // first: still mapped at its lender, it backs no other mapping.
-void ao_phys_put(size_t size, CUmemGenericAllocationHandle h);
+void ao_phys_lend(size_t size, CUmemGenericAllocationHandle h);
 // Release every idle handle (cuMemRelease). Returns the bytes given back.
 size_t ao_phys_trim(void);
 // Release idle handles until at most `keep` bytes stay idle. Returns the

@@ -136,6 +136,15 @@ void ao_device_sampling_on(void)
     __atomic_store_n(&ao_stat_on_high, device_high, __ATOMIC_RELEASE);
 }
 
+// What the allocators hold on the device now: the program's allocations
+// (passed through or tracked) and aoshim's idle memory, mapped or not.
+// Under the engine's lock, which aoshim's idle memory is under.
+static uint64_t allocators_hold(void)
+{
+    return ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) + ao_stat_get(AO_STAT_TRACKED_RESIDENT_BYTES) +
+           ao_idle_mapped_bytes + ao_phys_idle();
+}
+
 // What the device holds beyond every allocator (the context, the
 // libraries' own memory), and the program's pool's slack at its high: with
 // the program's own allocations at their peak, the device without aoshim
@@ -143,9 +152,7 @@ void ao_device_sampling_on(void)
 // Under the engine's lock, which aoshim's idle memory is under.
 static void others_sample(uint64_t in_use, CUmemoryPool p, cuuint64_t reserved, cuuint64_t used)
 {
-    uint64_t known = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) +
-                     ao_stat_get(AO_STAT_TRACKED_RESIDENT_BYTES) + ao_idle_mapped_bytes +
-                     ao_phys_idle() + (reserved > used ? reserved - used : 0);
+    uint64_t known = allocators_hold() + (reserved > used ? reserved - used : 0);
     uint64_t other = in_use > known ? in_use - known : 0;
     uint64_t was = ao_stat_get(AO_STAT_DEVICE_OTHER_MIN);
     if (!was || other + 1 < was)
@@ -178,11 +185,11 @@ void ao_boundary_sample(bool fwd)
     // program's pool keeps the activations it frees, unused, while its
     // reserve stays where the peak left it (train_step beside the pool: 7.7
     // GiB "beyond", none of it added to the peak).
-    uint64_t mine = ao_stat_get(AO_STAT_PASSTHROUGH_BYTES) +
-                    ao_stat_get(AO_STAT_TRACKED_RESIDENT_BYTES) + ao_idle_mapped_bytes +
-                    ao_phys_idle();
-    if (fwd && in_use > mine && in_use - mine > ao_auto.beyond_step)
-        ao_auto.beyond_step = in_use - mine;
+    if (fwd) {
+        uint64_t mine = allocators_hold();
+        if (in_use > mine && in_use - mine > ao_auto.beyond_step)
+            ao_auto.beyond_step = in_use - mine;
+    }
 }
 
 // The budget a plan is held to: what the device has left for allocations
@@ -352,9 +359,10 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     }
     fmt_bytes(peak, sizeof peak, p.peak);
     fmt_bytes(budget, sizeof budget, ao_auto.budget);
-    if (held_beyond()) { // the budget the plan was held to is less by this
+    const uint64_t beyond = held_beyond();
+    if (beyond) { // the budget the plan was held to is less by this
         char b[32];
-        fmt_bytes(b, sizeof b, held_beyond());
+        fmt_bytes(b, sizeof b, beyond);
         snprintf(slack, sizeof slack,
                  ", the device held %s beyond the allocations (pool reserve, context)", b);
     }

@@ -61,10 +61,11 @@ bool ao_chunk_unmap(ao_chunk_t *c)
 // Chunks whose buffers are all freed stay mapped, address and memory, for a
 // chunk of the same size to come (the same layer, next step): mapping costs
 // a cuMemMap per handle, a cuMemSetAccess (29 us a mapping on the H200) and
-// later a cuMemUnmap (19.5 us a mapping), per layer and step, and at a step's start they are on the
-// host's critical path (measured: 0.2 ms of a 13.2 ms GPT-2-small step). Kept mapped, the memory is
-// idle all the same: whoever needs memory the pool lacks unmaps them first (idle_unmap), and every
-// trim does.
+// later a cuMemUnmap (19.5 us a mapping), per layer and step, and at a
+// step's start they are on the host's critical path (measured: 0.2 ms of a
+// 13.2 ms GPT-2-small step). Kept mapped, the memory is idle all the same:
+// whoever needs memory the pool lacks unmaps them first (idle_unmap), and
+// every trim does.
 //
 // The memory's last uses (a reload's copy, a kernel, a free on another
 // stream) are complete when a chunk is kept, as seen by the thread that
@@ -272,13 +273,12 @@ void ao_lenders_to_idle(void)
     }
 }
 
-// Handles of idle mappings, up to want bytes, into the pool for the next
-// ao_phys_map (it takes the last pooled that fit first), each lender's last
-// uses ordered before st's next work on the GPU: a lender's left first, then
-// the mapping idle_unmap_for would unmap for a chunk of size fit. Only
-// handles that fit in what is still wanted are lent, so that the mapping
-// takes every one: one left in the pool, still in use at its lender, would
-// back the next mapping unordered. Returns the bytes lent.
+// Handles of idle mappings, up to want bytes, lent to the next ao_phys_map
+// (ao_phys_lend: it takes them first), each lender's last uses ordered
+// before st's next work on the GPU: a lender's left first, then the mapping
+// idle_unmap_for would unmap for a chunk of size fit. Only handles that fit
+// in what is still wanted are lent, so that the mapping takes every one.
+// Returns the bytes lent.
 static int lendable(const ao_idle_t *i, size_t room)
 {
     for (int k = (int)i->phys.n - 1; k >= 0; k--)
@@ -314,7 +314,7 @@ static size_t lend(size_t want, size_t fit, CUstream st, bool served)
             unsigned last = --i->phys.n; // the lender's order does not matter: it unmaps whole
             i->phys.h[k] = i->phys.h[last];
             i->phys.size[k] = i->phys.size[last];
-            ao_phys_put(size, h);
+            ao_phys_lend(size, h);
             ao_idle_mapped_bytes -= size;
             got += size;
         }

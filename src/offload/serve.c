@@ -33,11 +33,13 @@
 // if the pool's threshold is at least AO_SERVE_UNUSED_MIN, or if it holds
 // that much unused and 1% of the device's memory in use (a pool that keeps
 // what a step frees for want of a synchronisation). Then aoshim's idle
-// memory goes back to the driver (its handles were a layer's size), the pool gives its unused
-// reserve back (cuMemPoolTrimTo), and the plan at the step's end is made for one pool. A step whose
-// pool gives back what it does not use (train_step's synthetic step synchronises: 1.6 MB unused as
-// its forward begins) is never served: serving costs the host a mapping (about 50 us on the H200)
-// whenever memory moves between a layer and the program's allocations.
+// memory goes back to the driver (its handles were a layer's size), the
+// pool gives its unused reserve back (cuMemPoolTrimTo), and the plan at the
+// step's end is made for one pool. A step whose pool gives back what it
+// does not use (train_step's synthetic step synchronises: 1.6 MB unused as
+// its forward begins) is never served: serving costs the host a mapping
+// (about 50 us on the H200) whenever memory moves between a layer and the
+// program's allocations.
 //
 // Once begun, serving goes on under a plan that offloads nothing for a
 // given budget: the plan was made for one pool, and the program's pool
