@@ -20,6 +20,28 @@ int ao_extents_take(ao_extents_t *e, uint64_t len, uint64_t *out)
     return -1;
 }
 
+uint64_t ao_extents_best(const ao_extents_t *e, uint64_t len, size_t *at)
+{
+    uint64_t best = 0;
+    for (size_t i = 0; i < e->n; i++)
+        if (e->v[i].len >= len && (!best || e->v[i].len < best)) {
+            best = e->v[i].len;
+            *at = i;
+        }
+    return best;
+}
+
+void ao_extents_take_at(ao_extents_t *e, size_t i, uint64_t len, uint64_t *out)
+{
+    *out = e->v[i].lo;
+    e->v[i].lo += len;
+    e->v[i].len -= len;
+    if (e->v[i].len == 0) {
+        memmove(e->v + i, e->v + i + 1, (e->n - i - 1) * sizeof *e->v);
+        e->n--;
+    }
+}
+
 int ao_extents_give(ao_extents_t *e, uint64_t lo, uint64_t len)
 {
     size_t lo_i = 0, hi_i = e->n; // first extent at or above lo

@@ -108,18 +108,25 @@ void ao_vmm_mark(CUdeviceptr p, size_t size, uint8_t state, void *owner)
 // A handle maps whole, so one of a layer's size cannot back a smaller
 // range, and memory aoshim held idle did not serve: the device grew beside
 // it (the replayed H200 GPT under all: 16.98 GiB with 32 MiB handles, 10.27
-// with granules). So then (ao_vmm.fine) a range takes the handles lent to
-// it (offload/chunk.c), an idle handle of exactly what it still lacks, and
-// idle handles of at least AO_REUSE_MIN that fit; before new memory is made
-// for the rest, the other idle handles go back to the driver: idle memory
-// never sits beside new memory.
+// with granules). So then (ao_vmm.fine) memory is made in pages of AO_PAGE,
+// a range's last one smaller: a range takes the pages lent to it
+// (offload/chunk.c), then idle ones that fit, then new ones, the idle
+// handles that fit nothing given back first: idle memory never sits beside
+// new memory.
 //
-// It used to take one granule handle per 2 MiB. On the H200, cuMemSetAccess
-// and cuMemUnmap cost per mapping the range covers (29 and 19.5 us a
-// granule; tests/sim/drv/core.c), and creating or releasing memory is cheap
-// (13 us a handle): served, the GPT under all spent 0.94 s a step in such
-// calls (replayed; 1.40 s a step on the H200 against 0.44 s beside the
-// pool), mapping 37 GiB a step granule by granule.
+// Granules backed any range too, but on the H200 cuMemSetAccess and
+// cuMemUnmap cost per mapping the range covers (29 and 19.5 us a granule;
+// tests/sim/drv/core.c): served, the GPT under all spent 0.94 s a step in
+// such calls (replayed; 1.40 s a step on the H200 against 0.44 s beside the
+// pool). Handles of each range's own size, taken apart and made anew as the
+// sizes the step asked for changed, cost as much again in cuMemRelease and
+// cuMemCreate (0.5 and 0.1 us a MiB besides the calls): the replayed H200
+// GPT, one layer offloaded, spent 105 ms of a 224 ms step so (153 ms
+// without aoshim). Pages of 32 MiB cost about 1.8 us a MiB mapped, set
+// accessible and unmapped, and nothing is made or given back once the step
+// has its memory: that step took 1.05x the one without aoshim (pages of 64
+// MiB 1.03x, but the Hugging Face GPT-2 held 1.4 GiB more at its peak, the
+// program's allocations rounded up to them; offload/serve.c).
 typedef struct idle_s {
     size_t size;
     CUmemGenericAllocationHandle h;
@@ -132,12 +139,6 @@ static size_t npool, cappool;
 // whose stream waits for their last uses (offload/chunk.c).
 static idle_t *lent;
 static size_t nlent, caplent;
-
-// An idle handle smaller than this is not worth a mapping of its own when
-// serving: mapped, set accessible and later unmapped it costs 48.8 us +
-// 0.28 us/MiB on the H200; released, with the rest made anew as one handle,
-// 13 us + 0.5 us/MiB (tests/sim/drv/core.c). Even at 160 MiB.
-#define AO_REUSE_MIN (160u << 20)
 
 static size_t idle_bytes;
 
@@ -301,9 +302,9 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
     CUresult r = CUDA_SUCCESS;
     size_t got = 0;
     if (ao_vmm.fine) {
-        // Lent handles first (each fits: chunk.c's lend), then an exact
-        // one, then large ones; pool_remove moves the last, already passed
-        // over, to i.
+        // Lent handles first (each fits: chunk.c's lend), then idle ones
+        // that fit, largest first (pages, and ranges' smaller last pages),
+        // then new pages; the idle ones that fit nothing go back first.
         for (; nlent && got + lent[nlent - 1].size <= size; nlent--) {
             idle_t it = lent[nlent - 1];
             idle_bytes -= it.size;
@@ -312,16 +313,29 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
             got += it.size;
         }
         lent_drop(); // none: each fits (chunk.c's lend)
-        for (int pass = 0; pass < 2; pass++)
-            for (size_t i = npool; i-- > 0 && got < size;)
-                if (pass ? got + pool[i].size <= size && pool[i].size >= AO_REUSE_MIN
-                         : got + pool[i].size == size) {
-                    idle_t it = pool_remove(i);
-                    ph->h[ph->n] = it.h;
-                    ph->size[ph->n++] = it.size;
-                    got += it.size;
-                }
+        while (got < size) {
+            size_t best = SIZE_MAX;
+            for (size_t i = 0; i < npool; i++)
+                if (got + pool[i].size <= size &&
+                    (best == SIZE_MAX || pool[i].size > pool[best].size))
+                    best = i;
+            if (best == SIZE_MAX) break;
+            idle_t it = pool_remove(best);
+            ph->h[ph->n] = it.h;
+            ph->size[ph->n++] = it.size;
+            got += it.size;
+        }
         if (got < size) ao_phys_trim();
+        while (got < size) {
+            size_t want = size - got < AO_PAGE ? size - got : AO_PAGE;
+            CUmemGenericAllocationHandle h;
+            r = create(want, &h);
+            if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_phys_trim()) r = create(want, &h);
+            if (r != CUDA_SUCCESS) break;
+            ph->h[ph->n] = h;
+            ph->size[ph->n++] = want;
+            got += want;
+        }
     } else {
         got = pool_take_tiles(size, ph, room);
         // reshape: the idle handles left are each larger than what is missing
@@ -334,15 +348,15 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
                 if (pool[i].size < pool[best].size) best = i;
             release(pool_remove(best).h);
         }
-    }
-    if (got < size) {
-        CUmemGenericAllocationHandle h;
-        r = create(size - got, &h);
-        if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_phys_trim()) r = create(size - got, &h);
-        if (r == CUDA_SUCCESS) {
-            ph->h[ph->n] = h;
-            ph->size[ph->n] = size - got;
-            ph->n++;
+        if (got < size) {
+            CUmemGenericAllocationHandle h;
+            r = create(size - got, &h);
+            if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_phys_trim()) r = create(size - got, &h);
+            if (r == CUDA_SUCCESS) {
+                ph->h[ph->n] = h;
+                ph->size[ph->n] = size - got;
+                ph->n++;
+            }
         }
     }
     unsigned mapped = 0;

@@ -85,6 +85,12 @@ void ao_va_free(CUdeviceptr p, size_t size);
 // idle handles of other sizes are combined instead of creating memory
 // (while serving, ao_vmm.fine, only exact or large ones: vmm.c).
 #define AO_PHYS_TILES 32
+// While serving (ao_vmm.fine), physical memory is made in pages of this
+// size (a range's last one may be smaller): any page backs any range, so
+// memory moves between the layers and the program's allocations by mapping
+// pages anew, not by giving handles back and making others (mem/vmm.c). A
+// multiple of the granule (2 MiB on every NVIDIA part with VMM so far).
+#define AO_PAGE (32ull << 20)
 typedef struct ao_phys_s {
     unsigned n;
     CUmemGenericAllocationHandle *h; // owned, with size: moves with the mapping

@@ -155,10 +155,10 @@ static void order_free(ao_chunk_t *c, CUstream stream, bool async)
     }
 }
 
-// One of the program's own allocations (serve.c) freed. In a slab with
-// others live: on the slab's stream its space is reusable at once (stream
-// order); from elsewhere it stays taken until the slab empties, and the
-// slab's release waits for that free. The last: on its own stream, the
+// One of the program's own allocations (serve.c) freed. In a segment with
+// others live: on the segment's stream its space is reusable at once
+// (stream order); from elsewhere it stays taken until the segment empties,
+// and the segment's release waits for that free. The last: on its own stream, the
 // mapping is kept at once with an event at the free: the next allocation
 // of its size on any stream waits for that event on the GPU, a layer once
 // it is complete. Elsewhere (another stream's free, a cudaFree), it is
@@ -168,7 +168,7 @@ static void served_free(ao_chunk_t *c, ao_buffer_t *b, CUstream stream, bool asy
     ao_stat_device(-(int64_t)b->size, 0, 0);
     ao_stat_add(AO_STAT_SERVED_BYTES, -(int64_t)b->size);
     bool own = async && stream == c->scope->stream;
-    if (c->nlive) { // a slab with other buffers live (serve.c)
+    if (c->nlive) { // a segment with other buffers live (serve.c)
         if (own) {
             ao_serve_unlink(c, b);
         } else {

@@ -121,34 +121,45 @@ static void idle_ordered(ao_idle_t *i)
     i->nev = 0;
 }
 
-// One of exactly size, taken (its memory and address become the chunk's).
-// Its last uses are waited for by the host; for a chunk whose first use is
-// ordered by a stream (a stream-ordered allocation: serve.c, or a layer's
-// cudaMallocAsync), ordered before the work of that stream on the GPU (the
-// host does not wait: the allocation is used in the stream's order).
-static bool idle_take(ao_chunk_t *c, ao_order_t by)
+// One of c's size, taken (its memory and address become the chunk's); else
+// for a served chunk (serve.c) the smallest of its own stream's of up to
+// most bytes, whose size it takes. Its last uses are waited for by the
+// host; for a chunk whose first use is ordered by a stream (a
+// stream-ordered allocation: serve.c, or a layer's cudaMallocAsync),
+// ordered before the work of that stream on the GPU (the host does not
+// wait: the allocation is used in the stream's order).
+static bool idle_take(ao_chunk_t *c, ao_order_t by, size_t most)
 {
-    for (ao_idle_t **pp = &ao_idle_mapped; *pp; pp = &(*pp)->next)
-        if ((*pp)->size == c->size) {
-            ao_idle_t *i = *pp;
-            *pp = i->next;
-            ao_idle_mapped_bytes -= i->size;
-            if (!by.gpu) {
-                idle_ordered(i);
-            } else {
-                CUstream st = by.stream;
-                if (i->unordered) sync_streams();
-                for (int k = 0; k < i->nev; k++) {
-                    ao_gpu_wait(st, i->ev[k]);
-                    ao_event_put(i->ev[k], false);
-                }
-            }
-            c->base = i->base;
-            c->phys = i->phys;
-            free(i);
-            return true;
+    ao_idle_t **at = NULL;
+    for (ao_idle_t **pp = &ao_idle_mapped; *pp; pp = &(*pp)->next) {
+        const ao_idle_t *i = *pp;
+        if (i->size == c->size) {
+            at = pp;
+            break;
         }
-    return false;
+        if (c->served && i->on == by.stream && i->size > c->size && i->size <= most &&
+            (!at || i->size < (*at)->size))
+            at = pp;
+    }
+    if (!at) return false;
+    ao_idle_t *i = *at;
+    *at = i->next;
+    ao_idle_mapped_bytes -= i->size;
+    if (!by.gpu) {
+        idle_ordered(i);
+    } else {
+        CUstream st = by.stream;
+        if (i->unordered) sync_streams();
+        for (int k = 0; k < i->nev; k++) {
+            ao_gpu_wait(st, i->ev[k]);
+            ao_event_put(i->ev[k], false);
+        }
+    }
+    c->base = i->base;
+    c->size = i->size;
+    c->phys = i->phys;
+    free(i);
+    return true;
 }
 
 // Unmap kept chunks until at least need bytes went to the pool (SIZE_MAX:
@@ -446,22 +457,25 @@ static void chunk_recycle(ao_chunk_t *c)
     spare_chunks = c;
 }
 
-// A chunk of size for s: a kept mapping of exactly that size, else new
-// address space and memory (ao_chunk_map). served: one of the program's own
-// allocations on stream st (serve.c), accounted as the program's.
-static ao_chunk_t *chunk_make(ao_scope_t *s, size_t size, bool split, bool served, ao_order_t by)
+// A chunk of size for s: a kept mapping of that size (served: of at least
+// least and at most size), else new address space and memory
+// (ao_chunk_map). served: the program's own allocations on stream st
+// (serve.c), accounted as the program's.
+static ao_chunk_t *chunk_make(ao_scope_t *s, size_t size, size_t least, bool split, bool served,
+                              ao_order_t by)
 {
     ao_chunk_t *c = chunk_alloc();
     if (!c) return NULL;
-    c->size = size;
+    c->size = least;
     c->split = split;
     c->scope = s;
     c->state = AO_RESIDENT;
     c->served = served;
-    if (!ao_config.check && idle_take(c, by)) { // mapped already, at an address of its own
+    if (!ao_config.check && idle_take(c, by, size)) { // mapped already, at an address of its own
         c->mapped = true;
+        size = c->size;
         if (!served) ao_stat_device(0, (int64_t)size, 0);
-    } else if (ao_va_alloc(size, &c->base) != CUDA_SUCCESS) {
+    } else if ((c->size = size, ao_va_alloc(size, &c->base) != CUDA_SUCCESS)) {
         if (!served) // a served one goes to the program's pool, as before
             WARN_ONCE("aoshim's device address range is full: further buffers are not tracked");
         chunk_recycle(c);
@@ -486,12 +500,12 @@ static ao_chunk_t *chunk_make(ao_scope_t *s, size_t size, bool split, bool serve
 
 ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split, ao_order_t by)
 {
-    return chunk_make(s, size, split, false, by);
+    return chunk_make(s, size, size, split, false, by);
 }
 
-ao_chunk_t *ao_chunk_serve(ao_scope_t *s, size_t size, CUstream st)
+ao_chunk_t *ao_chunk_serve(ao_scope_t *s, size_t size, size_t least, CUstream st)
 {
-    return chunk_make(s, size, false, true, AO_BY_STREAM(st));
+    return chunk_make(s, size, least, false, true, AO_BY_STREAM(st));
 }
 
 // Its buffers' records go, and their host slots.

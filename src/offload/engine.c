@@ -873,7 +873,10 @@ int ao_engine_layer_begin(int layer)
     // last layers free in backward is what the first ones are reloaded into
     // (passed through, it would sit in the real allocator's pool while
     // reloads took more: measured, the peak of 4 of 12 offloaded layers rose
-    // by 17%). The manual schedule may name any layer.
+    // by 17%). Served (serve.c), it would sit in the program's segments,
+    // free space beside live buffers that a reload cannot take: the
+    // sequence-doubling step under 1300M then found no memory to reload a
+    // layer into. The manual schedule may name any layer.
     if (!ao_sched_now.name) ao_sched_update(); // a layer before the program's first CUDA call
     if (layer == 0 && ao_eng.mb == 0) ao_serve_decide(); // AOSHIM_SERVE=auto, as a forward begins
     s->passthrough = !ao_eng.manual && ao_offloads_nothing();

@@ -395,7 +395,7 @@ ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split, ao_order_t by);
 // done; at exit, the rest become idle mappings (unmapped with them).
 void ao_lenders_poll(void);
 void ao_lenders_to_idle(void);
-ao_chunk_t *ao_chunk_serve(ao_scope_t *s, size_t size, CUstream st);
+ao_chunk_t *ao_chunk_serve(ao_scope_t *s, size_t size, size_t least, CUstream st);
 bool ao_chunk_keep_freed(ao_chunk_t *c, CUevent ev);
 void ao_serve_unlink(ao_chunk_t *c, ao_buffer_t *b);
 // As a forward begins: under AOSHIM_SERVE=auto, serving begins if the

@@ -85,20 +85,23 @@ static bool default_pool_current(void)
            ao_real.cuDeviceGetMemPool(&cur, ao_vmm.device) == CUDA_SUCCESS && cur == def;
 }
 
-// Allocations up to AO_SLAB_MOST share slabs of AO_SLAB bytes (a chunk
-// each, on the stream): rounded to the granule one by one, the 1-4 MiB
-// allocations of a small step took 12% more than they asked. And each chunk
-// is a mapping, about 50 us of the host's on the H200 each time memory
-// moves between it and a layer: with slabs of 16 MiB for up to 4 MiB, the
-// replayed H200 GPT mapped 750 chunks of the program's a step; of 64 MiB
-// for up to 16 MiB, a budget the link hides cost it 1.46x the step instead
-// of 1.59x (the Llama 1.42x for 1.57x, train_step --pytorch 1.62x for
-// 2.10x), its memory the same. Slabs of 128 MiB for up to 32 MiB: the
-// Llama 1.33x, but the GPT under all 0.6 GiB more.
-#define AO_SLAB_MOST (16u << 20)
-#define AO_SLAB      (64u << 20)
+// The program's allocations on a stream are served in whole pages
+// (AO_PAGE, mem/vmm.c), in chunks called segments here: an allocation of a
+// page or more has a segment of its own, its size rounded up to pages, and
+// a smaller one goes where the free space of the stream's segments fits it
+// best (a page of the small ones', or a large one's tail), else in a new
+// page. Given a mapping of its own, the size rounded to the granule, an
+// allocation of 1-4 MiB took 12% more than it asked on a small step; and
+// handles of each allocation's size were taken apart and made anew
+// whenever the sizes the step asked for changed (the forward's, the
+// backward's, the optimizer's): on the replayed H200 GPT, one layer
+// offloaded, 490 handles a step and 105 ms of the host's in VMM calls for a
+// 153 ms step, which took 1.46x; in pages, 1.05x. Segments rounded to the
+// granule instead, their last page smaller, the Hugging Face GPT-2 held
+// 0.8 GiB less at its peak but took 1.40x for 1.02x (a last page smaller
+// than a page backs little else).
 
-// A slab's buffer freed on the slab's stream (its live count already
+// A segment's buffer freed on the segment's stream (its live count already
 // down): its space is the stream's again at once (stream order), the
 // record goes.
 void ao_serve_unlink(ao_chunk_t *c, ao_buffer_t *b)
@@ -120,22 +123,29 @@ static void serve_drop(ao_chunk_t *c, CUstream stream)
     ao_chunk_release(c, NULL, 0);
 }
 
-// A buffer of size on s's stream: in a slab with room, else a chunk of its
-// own (or a new slab), its memory a kept mapping's or new (ao_chunk_serve).
+// A buffer of size on s's stream: under a page, in the segment whose free
+// space fits it best; else, and for larger ones, a segment of whole pages,
+// a kept one of the stream's if one is no larger (ao_chunk_serve).
 static ao_buffer_t *serve_buffer(ao_scope_t *s, size_t size, CUstream stream)
 {
-    bool slab = size <= AO_SLAB_MOST;
-    size_t rsize = slab ? (size + AO_ALIGN - 1) & ~(size_t)(AO_ALIGN - 1) : ao_vmm_round(size);
+    size_t rsize = (size + AO_ALIGN - 1) & ~(size_t)(AO_ALIGN - 1);
     ao_buffer_t *b = calloc(1, sizeof *b);
     if (!b) return NULL;
-    uint64_t lo = 0;
+    uint64_t lo = 0, best = 0;
+    size_t at = 0;
     ao_chunk_t *c = NULL;
-    for (ao_chunk_t *x = slab ? s->chunks : NULL; x && !c; x = x->next)
-        if (x->size == AO_SLAB && x->mapped && !x->retiring && x->nlive &&
-            ao_extents_take(&x->free, rsize, &lo) == 0)
-            c = x;
-    if (!c) {
-        c = ao_chunk_serve(s, slab ? ao_vmm_round(AO_SLAB) : rsize, stream);
+    for (ao_chunk_t *x = rsize < AO_PAGE ? s->chunks : NULL; x; x = x->next) {
+        size_t i;
+        uint64_t len;
+        if (x->mapped && !x->retiring && x->nlive && (len = ao_extents_best(&x->free, rsize, &i)) &&
+            (!best || len < best))
+            best = len, at = i, c = x;
+    }
+    if (c) {
+        ao_extents_take_at(&c->free, at, rsize, &lo);
+    } else {
+        size_t want = ao_vmm_round((rsize + AO_PAGE - 1) / AO_PAGE * AO_PAGE);
+        c = ao_chunk_serve(s, want, ao_vmm_round(rsize), stream);
         if (!c || ao_extents_take(&c->free, rsize, &lo) < 0) {
             if (c) serve_drop(c, stream);
             free(b);

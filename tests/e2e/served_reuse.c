@@ -5,9 +5,9 @@
 // allocation of its size on that stream, in stream order (same address),
 // while the work before the free still reads it; one freed from another
 // stream, or by cudaFree, is not reused before that stream's work is done;
-// aoshim_keep on a served buffer is a no-op; the same within a slab of
-// small ones. Prints `same_addr=<0|1> read_ok=<0|1> cross_ok=<0|1>
-// slab=<0|1> slab_read_ok=<0|1> keep=<rc>`.
+// aoshim_keep on a served buffer is a no-op; the same for small ones
+// sharing a page. Prints `same_addr=<0|1> read_ok=<0|1> cross_ok=<0|1>
+// shared=<0|1> shared_read_ok=<0|1> keep=<rc>`.
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +24,8 @@
         }                                                                                          \
     } while (0)
 
-#define SIZE (8u << 20)  // a chunk of its own
-#define SMALL (2u << 20) // in a slab
+#define SIZE  (40u << 20) // a page or more: a segment of its own (serve.c)
+#define SMALL (2u << 20)  // under a page: shares one
 
 static cudaStream_t s1, s2;
 static cudaEvent_t ready;
@@ -78,15 +78,15 @@ int main(void)
     // allocation on s1 written at once: not the memory s2 still reads.
     void *f;
     read_free_allocate(SIZE, back2, s2, &f, 0x33);
-    // A slab (up to 4 MiB, serve.c): g stays live beside h; h, read back
-    // and freed on s1, is reused at once by the next of its size on s1 (its
-    // space in the slab), after the read in stream order; i, read on s2
-    // and freed there, keeps its space until the slab empties.
+    // Small ones share a page (serve.c): g stays live beside h; h, read
+    // back and freed on s1, is reused at once by the next of its size on s1
+    // (its space in the page), after the read in stream order; i, read on
+    // s2 and freed there, keeps its space until the page empties.
     void *g, *h2, *j;
     CHECK(cudaMallocAsync(&g, SMALL, s1));
     void *h = read_free_allocate(SMALL, back3, s1, &h2, 0x11);
     void *i = read_free_allocate(SMALL, back4, s2, &j, 0x22);
-    int slab_same = h == h2 && i != j;
+    int shared_same = h == h2 && i != j;
     CHECK(cudaDeviceSynchronize());
     CHECK(cudaFreeAsync(g, s1));
     CHECK(cudaFreeAsync(h2, s1));
@@ -96,8 +96,8 @@ int main(void)
     CHECK(cudaFreeAsync(d, s1));
     CHECK(cudaFreeAsync(act, s1));
     CHECK(cudaStreamSynchronize(s1));
-    printf("same_addr=%d read_ok=%d cross_ok=%d slab=%d slab_read_ok=%d keep=%d\n", same,
-           memcmp(back, pat, SIZE) == 0, memcmp(back2, pat, SIZE) == 0, slab_same,
+    printf("same_addr=%d read_ok=%d cross_ok=%d shared=%d shared_read_ok=%d keep=%d\n", same,
+           memcmp(back, pat, SIZE) == 0, memcmp(back2, pat, SIZE) == 0, shared_same,
            memcmp(back3, pat, SMALL) == 0 && memcmp(back4, pat, SMALL) == 0, keep);
     return 0;
 }

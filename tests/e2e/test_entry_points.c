@@ -488,7 +488,7 @@ Test(safety_net, served_allocations_are_reused_in_stream_order)
     int st = shimmed("AO_TEST_SERVED_REUSE", settings, true, "", out, sizeof out);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
               WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
-    cr_expect_str_eq(out, "same_addr=1 read_ok=1 cross_ok=1 slab=1 slab_read_ok=1 keep=0\n");
+    cr_expect_str_eq(out, "same_addr=1 read_ok=1 cross_ok=1 shared=1 shared_read_ok=1 keep=0\n");
     // Served indeed: the nine allocations outside the layer (the pool
     // would pass every check above too).
     char json[1 << 16];

@@ -957,10 +957,9 @@ Test(e2e, auto_replans_a_pytorch_step_as_its_sequence_doubles, .timeout = 120)
 // copy raced a gemm's write, exit 87); and memory was lent.
 Test(e2e, lent_memory_is_used_after_its_last_uses_and_keeps_the_bits, .timeout = 60)
 {
-    // Hidden 1024 (4 layers, 3 steps: 6 s a run): at 512 the program's
-    // allocations fit in the 64 MiB slabs (serve.c) and every kept mapping is
-    // larger than what a layer lacks, so none lends (a handle lends whole:
-    // mem/vmm.c).
+    // Hidden 1024 (4 layers, 3 steps: 6 s a run): at 512 every kept mapping
+    // was larger than what a layer lacked, so none lent (a handle lends
+    // whole: mem/vmm.c).
     const char *args = "--pytorch --layers 4 --hidden 1024 --seq 512 --batch 2 --heads 8 --steps 3";
     e2e_result_t base, lent;
     e2e_train(&base, false, NULL, args);
@@ -984,9 +983,10 @@ Test(e2e, lent_memory_is_used_after_its_last_uses_and_keeps_the_bits, .timeout =
 // the step's peak they do, and the bits are the same, no race.
 Test(e2e, served_allocations_borrow_memory_freed_on_their_stream, .timeout = 60)
 {
-    // Seq 1024 (4 layers, 3 steps: 7 s a run): at 512 the program's
-    // allocations fit in the 64 MiB slabs (serve.c) and none borrows.
-    const char *args = "--pytorch --layers 4 --hidden 512 --seq 1024 --batch 2 --heads 8 --steps 3";
+    // Batch 4 (4 layers, 3 steps: 12 s a run): at batch 2 the program's
+    // allocations each find a kept segment of theirs whole (serve.c), and
+    // none borrows.
+    const char *args = "--pytorch --layers 4 --hidden 512 --seq 1024 --batch 4 --heads 8 --steps 3";
     e2e_result_t base, lent;
     e2e_train(&base, false, NULL, args);
     expect_ok("without aoshim", &base);
