@@ -17,7 +17,8 @@
 #     that keeps it (target 1.10x or less);
 #   - for both budgets, the time the last step lost (exposed_ms) beside what
 #     the plan said its copies would expose (plan_exposed_ms): the planner's
-#     model against the engine;
+#     model against the engine; and the host's time in virtual-memory calls
+#     (vmm_ms_per_step, the simulator's H200 figures, the run's mean);
 #   - every static k: peak, step.
 # Then the same for each step recorded on a real GPU in the repository
 # (tests/replay/data/*/base-record.trace and */*/base-record.trace, its
@@ -69,6 +70,9 @@ def replay(trace, *aoenv, sim=()):
         last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
         fig = {k: int(v) if v.isdigit() else v
                for k, v in (w.split("=", 1) for w in last.split()[1:])}
+        vmm = re.search(r"simgpu: .*\bvmm_host_ns=(\d+)", p.stderr)
+        if vmm and fig.get("steps"):
+            fig["vmm_ms_per_step"] = int(vmm.group(1)) / 1e6 / fig["steps"]
         peaks = re.search(r"peak_in_use_bytes of each step:((?: \d+)+)", p.stderr)
         times = re.search(r"step_ns of each step:((?: \d+)+)", p.stderr)
         doc = None
@@ -127,6 +131,7 @@ def measure(trace, peak, step, serve, sim=()):
               + (f" vs_best_static={times[-1] / best:.2f} (target <= 1.10)"
                  if name == "25pct" and best else "")
               + f" exposed_ms={(times[-1] - step) / 1e6:.2f}"
+              + f" vmm_ms_per_step={fig.get('vmm_ms_per_step', 0):.1f}"
               + (f" plan_exposed_ms={said.group(1)}" if said else ""))
 
 
