@@ -101,9 +101,10 @@ typedef struct ao_phys_s {
 // one is pooled, else idle handles of other sizes tiled in a row, and
 // cuMemCreate only for what the pool cannot cover (on out-of-memory the
 // idle pool is given back and creation retried); when ao_vmm.fine, the
-// handles lent for it, an exact one or large ones that fit, and the other
-// idle handles given back before memory is made. One cuMemMap per handle,
-// one cuMemSetAccess for the range. On failure nothing stays mapped.
+// handles lent for it, then idle ones that fit, largest first, and new
+// pages of AO_PAGE (the last one smaller) for the rest, the other idle
+// handles given back first. One cuMemMap per handle, one cuMemSetAccess for
+// the range. On failure nothing stays mapped.
 CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *out, bool reshape);
 // One cuMemUnmap for the range (it covers whole mappings only); the handles
 // go back to the pool and ph is empty.
