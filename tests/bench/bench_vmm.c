@@ -7,7 +7,12 @@
 // call and granule by granule. It also says whether the driver unmaps a
 // range made of several mappings in one call: aoshim does, and the simulated
 // GPU accepts it, while cuda.h says only that the range must be "the entire
-// contiguous address range that was mapped".
+// contiguous address range that was mapped". Then the same range in pages
+// of 32 MiB, as aoshim makes memory while serving (AO_PAGE, src/mem/vmm.h),
+// and what the event calls aoshim makes around every served allocation
+// cost (cuEventRecord, cuEventQuery of a completed event, cuStreamWaitEvent):
+// the simulator charges 100 ns a call for them (tests/sim/drv/core.c,
+// api_ns), a figure no GPU has given yet.
 //
 // On the simulated GPU the times are the simulator's own CPU time, not the
 // costs it models (tests/sim/drv/core.c): the figures mean something on a
@@ -38,6 +43,14 @@ FN(p_cuMemRelease, CUmemGenericAllocationHandle);
 FN(p_cuMemMap, CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
 FN(p_cuMemUnmap, CUdeviceptr, size_t);
 FN(p_cuMemSetAccess, CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+FN(p_cuStreamCreate, CUstream *, unsigned);
+FN(p_cuStreamDestroy, CUstream);
+FN(p_cuStreamSynchronize, CUstream);
+FN(p_cuEventCreate, CUevent *, unsigned);
+FN(p_cuEventDestroy, CUevent);
+FN(p_cuEventRecord, CUevent, CUstream);
+FN(p_cuEventQuery, CUevent);
+FN(p_cuStreamWaitEvent, CUstream, CUevent, unsigned);
 
 static void *sym(void *lib, const char *name)
 {
@@ -94,6 +107,14 @@ int main(int argc, char **argv)
     *(void **)&p_cuMemMap = sym(lib, "cuMemMap");
     *(void **)&p_cuMemUnmap = sym(lib, "cuMemUnmap");
     *(void **)&p_cuMemSetAccess = sym(lib, "cuMemSetAccess");
+    *(void **)&p_cuStreamCreate = sym(lib, "cuStreamCreate");
+    *(void **)&p_cuStreamDestroy = sym(lib, "cuStreamDestroy_v2");
+    *(void **)&p_cuStreamSynchronize = sym(lib, "cuStreamSynchronize");
+    *(void **)&p_cuEventCreate = sym(lib, "cuEventCreate");
+    *(void **)&p_cuEventDestroy = sym(lib, "cuEventDestroy_v2");
+    *(void **)&p_cuEventRecord = sym(lib, "cuEventRecord");
+    *(void **)&p_cuEventQuery = sym(lib, "cuEventQuery");
+    *(void **)&p_cuStreamWaitEvent = sym(lib, "cuStreamWaitEvent");
 
     CUdevice dev;
     CUcontext ctx;
@@ -179,8 +200,64 @@ int main(int argc, char **argv)
         CHECK(p_cuMemRelease(one));
         release1 = min2(release1, now_us() - t);
     }
+    // Pages (serving since 2026-11-28): the range in handles of 32 MiB.
+    size_t page = (size_t)32 << 20;
+    page = page < size ? page / g * g : size;
+    const size_t np = size / page, psize = np * page;
+    double pcreate = 1e30, pmap = 1e30, paccess = 1e30, punmap = 1e30, prelease = 1e30;
+    for (int round = 0; round < 3; round++) {
+        double t = now_us();
+        for (size_t i = 0; i < np; i++)
+            CHECK(p_cuMemCreate(&h[i], page, &prop, 0));
+        pcreate = min2(pcreate, (now_us() - t) / (double)np);
+        t = now_us();
+        for (size_t i = 0; i < np; i++)
+            CHECK(p_cuMemMap(va + i * page, page, 0, h[i], 0));
+        pmap = min2(pmap, (now_us() - t) / (double)np);
+        t = now_us();
+        CHECK(p_cuMemSetAccess(va, psize, &acc, 1));
+        paccess = min2(paccess, now_us() - t);
+        t = now_us();
+        if (range_ok) {
+            CHECK(p_cuMemUnmap(va, psize));
+        } else {
+            for (size_t i = 0; i < np; i++)
+                CHECK(p_cuMemUnmap(va + i * page, page));
+        }
+        punmap = min2(punmap, now_us() - t);
+        t = now_us();
+        for (size_t i = 0; i < np; i++)
+            CHECK(p_cuMemRelease(h[i]));
+        prelease = min2(prelease, (now_us() - t) / (double)np);
+    }
     CHECK(p_cuMemAddressFree(va, size));
     free(h);
+
+    // The event calls, each timed over 1000 calls, the best of 3 rounds.
+    CUstream st;
+    CUevent ev;
+    CHECK(p_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CHECK(p_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    double record = 1e30, query = 1e30, wait = 1e30;
+    enum { CALLS = 1000 };
+    for (int round = 0; round < 3; round++) {
+        double t = now_us();
+        for (int i = 0; i < CALLS; i++)
+            CHECK(p_cuEventRecord(ev, st));
+        record = min2(record, (now_us() - t) / CALLS);
+        CHECK(p_cuStreamSynchronize(st));
+        t = now_us();
+        for (int i = 0; i < CALLS; i++)
+            CHECK(p_cuEventQuery(ev));
+        query = min2(query, (now_us() - t) / CALLS);
+        t = now_us();
+        for (int i = 0; i < CALLS; i++)
+            CHECK(p_cuStreamWaitEvent(st, ev, 0));
+        wait = min2(wait, (now_us() - t) / CALLS);
+        CHECK(p_cuStreamSynchronize(st));
+    }
+    CHECK(p_cuEventDestroy(ev));
+    CHECK(p_cuStreamDestroy(st));
     // A range of n granules mapped, made accessible and unmapped, served
     // against one handle: what serving adds per mapping of that size.
     double served = n * map + access + (range_ok ? unmap_range : n * unmap_each);
@@ -199,5 +276,12 @@ int main(int argc, char **argv)
            release1);
     printf("bench_vmm_remap_us_granules=%.2f\nbench_vmm_remap_us_one_handle=%.2f\n", served, whole);
     printf("bench_vmm_remap_granules_over_one_handle=%.2f\n", whole > 0 ? served / whole : 0.0);
+    printf("bench_vmm_page_bytes=%zu\nbench_vmm_pages=%zu\n", page, np);
+    printf("bench_vmm_create_us_per_page=%.2f\nbench_vmm_map_us_per_page=%.2f\n", pcreate, pmap);
+    printf("bench_vmm_set_access_us_pages=%.2f\nbench_vmm_unmap_us_pages=%.2f\n", paccess, punmap);
+    printf("bench_vmm_release_us_per_page=%.2f\n", prelease);
+    printf("bench_vmm_remap_us_pages=%.2f\n", np * pmap + paccess + punmap);
+    printf("bench_vmm_event_record_us=%.3f\nbench_vmm_event_query_us=%.3f\n", record, query);
+    printf("bench_vmm_stream_wait_event_us=%.3f\n", wait);
     return 0;
 }
