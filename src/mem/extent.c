@@ -4,33 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ao_extents_take(ao_extents_t *e, uint64_t len, uint64_t *out)
-{
-    for (size_t i = 0; i < e->n; i++) {
-        if (e->v[i].len < len) continue;
-        *out = e->v[i].lo;
-        e->v[i].lo += len;
-        e->v[i].len -= len;
-        if (e->v[i].len == 0) {
-            memmove(e->v + i, e->v + i + 1, (e->n - i - 1) * sizeof *e->v);
-            e->n--;
-        }
-        return 0;
-    }
-    return -1;
-}
-
-uint64_t ao_extents_best(const ao_extents_t *e, uint64_t len, size_t *at)
-{
-    uint64_t best = 0;
-    for (size_t i = 0; i < e->n; i++)
-        if (e->v[i].len >= len && (!best || e->v[i].len < best)) {
-            best = e->v[i].len;
-            *at = i;
-        }
-    return best;
-}
-
 void ao_extents_take_at(ao_extents_t *e, size_t i, uint64_t len, uint64_t *out)
 {
     *out = e->v[i].lo;
@@ -40,6 +13,27 @@ void ao_extents_take_at(ao_extents_t *e, size_t i, uint64_t len, uint64_t *out)
         memmove(e->v + i, e->v + i + 1, (e->n - i - 1) * sizeof *e->v);
         e->n--;
     }
+}
+
+int ao_extents_take(ao_extents_t *e, uint64_t len, uint64_t *out)
+{
+    for (size_t i = 0; i < e->n; i++)
+        if (e->v[i].len >= len) {
+            ao_extents_take_at(e, i, len, out);
+            return 0;
+        }
+    return -1;
+}
+
+uint64_t ao_extents_best(const ao_extents_t *e, uint64_t len, size_t *at)
+{
+    uint64_t best = 0;
+    for (size_t i = 0; i < e->n && best != len; i++) // an exact fit is the best
+        if (e->v[i].len >= len && (!best || e->v[i].len < best)) {
+            best = e->v[i].len;
+            *at = i;
+        }
+    return best;
 }
 
 int ao_extents_give(ao_extents_t *e, uint64_t lo, uint64_t len)

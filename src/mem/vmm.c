@@ -218,6 +218,25 @@ static void lent_drop(void)
     }
 }
 
+// Idle handles into ph, the largest that still fit in turn, until size is
+// covered, none fits or ph holds most. Returns the bytes covered (got, those
+// ph had already, and theirs).
+static size_t pool_take_fitting(size_t size, size_t got, ao_phys_t *ph, unsigned most)
+{
+    while (got < size && ph->n < most) {
+        size_t best = SIZE_MAX;
+        for (size_t i = 0; i < npool; i++)
+            if (got + pool[i].size <= size && (best == SIZE_MAX || pool[i].size > pool[best].size))
+                best = i;
+        if (best == SIZE_MAX) break;
+        idle_t it = pool_remove(best);
+        ph->h[ph->n] = it.h;
+        ph->size[ph->n++] = it.size;
+        got += it.size;
+    }
+    return got;
+}
+
 // Choose idle handles to tile `size`: an exact one if pooled, else the
 // largest that still fit, in turn (at most ph's room less one, for a
 // created remainder). Returns the bytes covered.
@@ -231,20 +250,7 @@ static size_t pool_take_tiles(size_t size, ao_phys_t *ph, unsigned room)
             ph->n = 1;
             return size;
         }
-    size_t got = 0;
-    while (ph->n + 1 < room) { // leave a slot for a created remainder
-        size_t best = SIZE_MAX;
-        for (size_t i = 0; i < npool; i++)
-            if (got + pool[i].size <= size && (best == SIZE_MAX || pool[i].size > pool[best].size))
-                best = i;
-        if (best == SIZE_MAX) break;
-        idle_t it = pool_remove(best);
-        ph->h[ph->n] = it.h;
-        ph->size[ph->n] = it.size;
-        ph->n++;
-        got += it.size;
-    }
-    return got;
+    return pool_take_fitting(size, 0, ph, room - 1); // a slot left for a created remainder
 }
 
 size_t ao_phys_trim_to(size_t keep)
@@ -313,29 +319,8 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
             got += it.size;
         }
         lent_drop(); // none: each fits (chunk.c's lend)
-        while (got < size) {
-            size_t best = SIZE_MAX;
-            for (size_t i = 0; i < npool; i++)
-                if (got + pool[i].size <= size &&
-                    (best == SIZE_MAX || pool[i].size > pool[best].size))
-                    best = i;
-            if (best == SIZE_MAX) break;
-            idle_t it = pool_remove(best);
-            ph->h[ph->n] = it.h;
-            ph->size[ph->n++] = it.size;
-            got += it.size;
-        }
+        got = pool_take_fitting(size, got, ph, room);
         if (got < size) ao_phys_trim();
-        while (got < size) {
-            size_t want = size - got < AO_PAGE ? size - got : AO_PAGE;
-            CUmemGenericAllocationHandle h;
-            r = create(want, &h);
-            if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_phys_trim()) r = create(want, &h);
-            if (r != CUDA_SUCCESS) break;
-            ph->h[ph->n] = h;
-            ph->size[ph->n++] = want;
-            got += want;
-        }
     } else {
         got = pool_take_tiles(size, ph, room);
         // reshape: the idle handles left are each larger than what is missing
@@ -348,16 +333,19 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
                 if (pool[i].size < pool[best].size) best = i;
             release(pool_remove(best).h);
         }
-        if (got < size) {
-            CUmemGenericAllocationHandle h;
-            r = create(size - got, &h);
-            if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_phys_trim()) r = create(size - got, &h);
-            if (r == CUDA_SUCCESS) {
-                ph->h[ph->n] = h;
-                ph->size[ph->n] = size - got;
-                ph->n++;
-            }
-        }
+    }
+    // What the pool did not cover, made: in pages while serving (the last
+    // one smaller), else one handle.
+    const size_t piece = ao_vmm.fine ? AO_PAGE : size;
+    while (got < size) {
+        size_t want = size - got < piece ? size - got : piece;
+        CUmemGenericAllocationHandle h;
+        r = create(want, &h);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && ao_phys_trim()) r = create(want, &h);
+        if (r != CUDA_SUCCESS) break;
+        ph->h[ph->n] = h;
+        ph->size[ph->n++] = want;
+        got += want;
     }
     unsigned mapped = 0;
     size_t off = 0;

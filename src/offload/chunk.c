@@ -466,7 +466,7 @@ static ao_chunk_t *chunk_make(ao_scope_t *s, size_t size, size_t least, bool spl
 {
     ao_chunk_t *c = chunk_alloc();
     if (!c) return NULL;
-    c->size = least;
+    c->size = least; // idle_take sets the size it took
     c->split = split;
     c->scope = s;
     c->state = AO_RESIDENT;
@@ -475,11 +475,14 @@ static ao_chunk_t *chunk_make(ao_scope_t *s, size_t size, size_t least, bool spl
         c->mapped = true;
         size = c->size;
         if (!served) ao_stat_device(0, (int64_t)size, 0);
-    } else if ((c->size = size, ao_va_alloc(size, &c->base) != CUDA_SUCCESS)) {
-        if (!served) // a served one goes to the program's pool, as before
-            WARN_ONCE("aoshim's device address range is full: further buffers are not tracked");
-        chunk_recycle(c);
-        return NULL;
+    } else {
+        c->size = size;
+        if (ao_va_alloc(size, &c->base) != CUDA_SUCCESS) {
+            if (!served) // a served one goes to the program's pool, as before
+                WARN_ONCE("aoshim's device address range is full: further buffers are not tracked");
+            chunk_recycle(c);
+            return NULL;
+        }
     }
     if ((!c->mapped && ao_chunk_map(c, by) != CUDA_SUCCESS) ||
         ao_extents_give(&c->free, c->base, size) < 0) {

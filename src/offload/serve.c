@@ -140,6 +140,7 @@ static ao_buffer_t *serve_buffer(ao_scope_t *s, size_t size, CUstream stream)
         if (x->mapped && !x->retiring && x->nlive && (len = ao_extents_best(&x->free, rsize, &i)) &&
             (!best || len < best))
             best = len, at = i, c = x;
+        if (best == rsize) break; // an exact fit is the best
     }
     if (c) {
         ao_extents_take_at(&c->free, at, rsize, &lo);
