@@ -373,6 +373,32 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
     return r;
 }
 
+// n of ph's handles from the from-th on, in lists of their own.
+static bool phys_slice(const ao_phys_t *ph, unsigned from, unsigned n, ao_phys_t *out)
+{
+    CUmemGenericAllocationHandle *h = malloc((n ? n : 1) * (sizeof *h + sizeof *ph->size));
+    if (!h) return false;
+    size_t *size = (size_t *)(h + (n ? n : 1));
+    memcpy(h, ph->h + from, n * sizeof *h);
+    memcpy(size, ph->size + from, n * sizeof *size);
+    *out = (ao_phys_t){.n = n, .h = h, .size = size};
+    return true;
+}
+
+bool ao_phys_split(ao_phys_t *ph, unsigned n, ao_phys_t *head)
+{
+    ao_phys_t a, b;
+    if (!phys_slice(ph, 0, n, &a)) return false;
+    if (!phys_slice(ph, n, ph->n - n, &b)) {
+        free(a.h);
+        return false;
+    }
+    free(ph->h);
+    *ph = b;
+    *head = a;
+    return true;
+}
+
 CUresult ao_phys_unmap(CUdeviceptr p, size_t size, ao_phys_t *ph)
 {
     CUresult r = ao_real.cuMemUnmap(p, size);

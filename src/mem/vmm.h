@@ -109,6 +109,11 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *out, bool reshape);
 // One cuMemUnmap for the range (it covers whole mappings only); the handles
 // go back to the pool and ph is empty.
 CUresult ao_phys_unmap(CUdeviceptr p, size_t size, ao_phys_t *ph);
+// ph's first n handles moved to head, a list of their own: a mapping split
+// in two where a handle ends (each handle is a mapping of its own, so each
+// part can be unmapped alone). False, both unchanged, when there is no
+// memory for the lists.
+bool ao_phys_split(ao_phys_t *ph, unsigned n, ao_phys_t *head);
 // Bytes of idle handles in the pool.
 size_t ao_phys_idle(void);
 // A handle lent for the next ao_phys_map (while ao_vmm.fine), which takes it

@@ -6,14 +6,19 @@
 // while the work before the free still reads it; one freed from another
 // stream, or by cudaFree, is not reused before that stream's work is done;
 // aoshim_keep on a served buffer is a no-op; the same for small ones
-// sharing a page. Prints `same_addr=<0|1> read_ok=<0|1> cross_ok=<0|1>
-// shared=<0|1> shared_read_ok=<0|1> keep=<rc>`.
+// sharing a page; a range of pages freed and asked for again in two halves
+// is split where its pages end (chunk.c's idle_take): each half at its
+// place in the range, no memory mapped anew, the halves written only after
+// the range's last read. Prints `same_addr=<0|1> read_ok=<0|1>
+// cross_ok=<0|1> shared=<0|1> shared_read_ok=<0|1> keep=<rc> split=<0|1>
+// split_read_ok=<0|1>`.
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "aoshim.h"
+#include "simgpu.h"
 
 #define CHECK(x)                                                                                   \
     do {                                                                                           \
@@ -26,6 +31,7 @@
 
 #define SIZE  (40u << 20) // a page or more: a segment of its own (serve.c)
 #define SMALL (2u << 20)  // under a page: shares one
+#define BIG   (128u << 20) // four pages
 
 static cudaStream_t s1, s2;
 static cudaEvent_t ready;
@@ -70,6 +76,33 @@ int main(void)
     CHECK(cudaMemsetAsync(act, 1, SIZE, s1));
     aoshim_try_layer_end(0);
 
+    // Four pages written, their last 40 MiB read back, freed; then asked for
+    // again in halves on the same stream, and the halves written at once.
+    void *big, *lo, *hi;
+    char *back5, head[2];
+    CHECK(cudaMallocHost((void **)&back5, SIZE));
+    CHECK(cudaMallocAsync(&big, BIG, s1));
+    CHECK(cudaMemsetAsync(big, 0x44, BIG, s1));
+    CHECK(cudaMemcpyAsync(back5, (char *)big + BIG - SIZE, SIZE, cudaMemcpyDeviceToHost, s1));
+    CHECK(cudaFreeAsync(big, s1));
+    sim_stats_t st0, st1;
+    CHECK(simGetStats(&st0));
+    CHECK(cudaMallocAsync(&lo, BIG / 2, s1));
+    CHECK(cudaMallocAsync(&hi, BIG / 2, s1));
+    CHECK(simGetStats(&st1));
+    CHECK(cudaMemsetAsync(lo, 0x55, BIG / 2, s1));
+    CHECK(cudaMemsetAsync(hi, 0x66, BIG / 2, s1));
+    CHECK(cudaMemcpyAsync(&head[0], lo, 1, cudaMemcpyDeviceToHost, s1));
+    CHECK(cudaMemcpyAsync(&head[1], (char *)hi + BIG / 2 - 1, 1, cudaMemcpyDeviceToHost, s1));
+    CHECK(cudaStreamSynchronize(s1));
+    int split = lo == big && (char *)hi == (char *)big + BIG / 2 &&
+                st1.map_calls == st0.map_calls && st1.set_access_calls == st0.set_access_calls;
+    int split_ok = head[0] == 0x55 && head[1] == 0x66;
+    for (unsigned k = 0; k < SIZE; k++)
+        split_ok &= back5[k] == 0x44;
+    CHECK(cudaFreeAsync(lo, s1));
+    CHECK(cudaFreeAsync(hi, s1));
+
     // Same stream: written, read back, freed, allocated again at once.
     void *d, *c = read_free_allocate(SIZE, back, s1, &d, 0x5a);
     int same = c == d;
@@ -96,8 +129,9 @@ int main(void)
     CHECK(cudaFreeAsync(d, s1));
     CHECK(cudaFreeAsync(act, s1));
     CHECK(cudaStreamSynchronize(s1));
-    printf("same_addr=%d read_ok=%d cross_ok=%d shared=%d shared_read_ok=%d keep=%d\n", same,
-           memcmp(back, pat, SIZE) == 0, memcmp(back2, pat, SIZE) == 0, shared_same,
-           memcmp(back3, pat, SMALL) == 0 && memcmp(back4, pat, SMALL) == 0, keep);
+    printf("same_addr=%d read_ok=%d cross_ok=%d shared=%d shared_read_ok=%d keep=%d split=%d "
+           "split_read_ok=%d\n",
+           same, memcmp(back, pat, SIZE) == 0, memcmp(back2, pat, SIZE) == 0, shared_same,
+           memcmp(back3, pat, SMALL) == 0 && memcmp(back4, pat, SMALL) == 0, keep, split, split_ok);
     return 0;
 }
