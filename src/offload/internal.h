@@ -351,6 +351,9 @@ bool ao_fwd_ran(int layer, int mb);
 void ao_host_slots_free(ao_chunk_t *c);
 int ao_engine_leave(int rc);
 void ao_offload(ao_scope_t *s);
+// The measuring step under a given budget, past its last layer: room for a
+// served allocation of size, by sending layers passed over (engine.c).
+void ao_measuring_room(size_t size);
 bool ao_offloads_nothing(void);
 // Layers' copies out start at their own end where they can (engine.c).
 bool ao_early_copies(void);

@@ -176,6 +176,7 @@ CUresult ao_engine_serve(size_t size, CUstream stream, CUdeviceptr *out)
         goto out;
     ao_note_stream_locked(stream);
     ao_poll_locked();
+    ao_measuring_room(size);
     ao_scope_t *s = server(stream);
     ao_buffer_t *b = s ? serve_buffer(s, size, stream) : NULL;
     if (!b) goto out;

@@ -15,7 +15,9 @@
 #   - auto with a budget 25% of the activations under the peak: kept or not,
 #     and its step time against the fastest static AOSHIM_OFFLOAD_LAYERS=k
 #     that keeps it (target 1.10x or less);
-#   - for both budgets, the time the last step lost (exposed_ms) beside what
+#   - for both budgets, the median step from the fourth on against without
+#     aoshim (steps_x_from_4th: the last step alone can flatter a plan whose
+#     steps swing), and the time the last step lost (exposed_ms) beside what
 #     the plan said its copies would expose (plan_exposed_ms): the planner's
 #     model against the engine; and the host's time in virtual-memory calls
 #     (vmm_ms_per_step, the simulator's H200 figures, the run's mean);
@@ -126,7 +128,7 @@ def measure(trace, peak, step, serve, sim=()):
               f"{','.join(gib(p) for p in peaks)} kept_last_step={int(kept)} "
               f"steps_over={sum(p > budget for p in peaks)} "
               f"most_over_mib={max([0] + [p - budget for p in peaks]) / 2**20:.1f} "
-              f"last_step_x={times[-1] / step:.2f}"
+              f"last_step_x={times[-1] / step:.2f} steps_x_from_4th={median(times[3:]) / step:.2f}"
               + (f" (target <= 1.03)" if name == "hidden" else "")
               + (f" vs_best_static={times[-1] / best:.2f} (target <= 1.10)"
                  if name == "25pct" and best else "")
