@@ -86,15 +86,19 @@ static bool default_pool_current(void)
 }
 
 // The program's allocations on a stream are served in whole pages
-// (AO_PAGE, mem/vmm.c), in chunks called segments here: an allocation of a
-// page or more has a segment of its own, its size rounded up to pages, and
-// a smaller one goes where the free space of the stream's segments fits it
-// best (a page of the small ones', or a large one's tail), else in a new
-// page. Given a mapping of its own, the size rounded to the granule, an
-// allocation of 1-4 MiB took 12% more than it asked on a small step; and
-// handles of each allocation's size were taken apart and made anew
-// whenever the sizes the step asked for changed (the forward's, the
-// backward's, the optimizer's): on the replayed H200 GPT, one layer
+// (AO_PAGE, mem/vmm.c), in chunks called segments here: an allocation goes
+// where the free space of the stream's live segments fits it best (a page
+// of small ones', a large one's tail, or what a segment's first allocation
+// left when it went), else in a new segment: its own, its size rounded up
+// to pages, for one of a page or more, a new page for a smaller one. With
+// large ones kept out of the others' free space, the Hugging Face GPT-2
+// held 0.22 GiB more at its peak with one layer offloaded (its 36 MiB
+// activations alone in segments of 64) and took 1.29x, not 1.27x, under
+// the budget its link hides. Given a mapping of its own, the size rounded
+// to the granule, an allocation of 1-4 MiB took 12% more than it asked on
+// a small step; and handles of each allocation's size were taken apart and
+// made anew whenever the sizes the step asked for changed (the forward's,
+// the backward's, the optimizer's): on the replayed H200 GPT, one layer
 // offloaded, 490 handles a step and 105 ms of the host's in VMM calls for a
 // 153 ms step, which took 1.46x; in pages, 1.05x. Segments rounded to the
 // granule instead, their last page smaller, the Hugging Face GPT-2 held
@@ -123,9 +127,9 @@ static void serve_drop(ao_chunk_t *c, CUstream stream)
     ao_chunk_release(c, NULL, 0);
 }
 
-// A buffer of size on s's stream: under a page, in the segment whose free
-// space fits it best; else, and for larger ones, a segment of whole pages,
-// a kept one of the stream's if one is no larger (ao_chunk_serve).
+// A buffer of size on s's stream: in the live segment whose free space
+// fits it best; else a segment of whole pages, a kept one of the stream's
+// if one is no larger, or split off a larger one (ao_chunk_serve).
 static ao_buffer_t *serve_buffer(ao_scope_t *s, size_t size, CUstream stream)
 {
     size_t rsize = (size + AO_ALIGN - 1) & ~(size_t)(AO_ALIGN - 1);
@@ -134,7 +138,7 @@ static ao_buffer_t *serve_buffer(ao_scope_t *s, size_t size, CUstream stream)
     uint64_t lo = 0, best = 0;
     size_t at = 0;
     ao_chunk_t *c = NULL;
-    for (ao_chunk_t *x = rsize < AO_PAGE ? s->chunks : NULL; x; x = x->next) {
+    for (ao_chunk_t *x = s->chunks; x; x = x->next) {
         size_t i;
         uint64_t len;
         if (x->mapped && !x->retiring && x->nlive && (len = ao_extents_best(&x->free, rsize, &i)) &&

@@ -9,9 +9,11 @@
 // sharing a page; a range of pages freed and asked for again in two halves
 // is split where its pages end (chunk.c's idle_take): each half at its
 // place in the range, no memory mapped anew, the halves written only after
-// the range's last read. Prints `same_addr=<0|1> read_ok=<0|1>
-// cross_ok=<0|1> shared=<0|1> shared_read_ok=<0|1> keep=<rc> split=<0|1>
-// split_read_ok=<0|1>`.
+// the range's last read; a large allocation goes in the free space a live
+// segment has (serve.c), not in a segment of its own. Prints
+// `same_addr=<0|1> read_ok=<0|1> cross_ok=<0|1> shared=<0|1>
+// shared_read_ok=<0|1> keep=<rc> split=<0|1> split_read_ok=<0|1>
+// packed=<0|1> packed_read_ok=<0|1>`.
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +31,7 @@
         }                                                                                          \
     } while (0)
 
-#define SIZE  (40u << 20) // a page or more: a segment of its own (serve.c)
+#define SIZE  (40u << 20) // a page or more: a segment of its own where none has room (serve.c)
 #define SMALL (2u << 20)  // under a page: shares one
 #define BIG   (128u << 20) // four pages
 
@@ -103,6 +105,31 @@ int main(void)
     CHECK(cudaFreeAsync(lo, s1));
     CHECK(cudaFreeAsync(hi, s1));
 
+    // 94 MiB (a segment of three pages) and 2 MiB in the segment's last
+    // 2 MiB; the 94 freed leave free space in a live segment, where the
+    // next 40 MiB goes (not in the 64 MiB the halves above left kept),
+    // written after the 94's last read.
+    void *a, *tail2, *c40;
+    char edge[3];
+    CHECK(cudaMallocAsync(&a, 94u << 20, s1));
+    CHECK(cudaMallocAsync(&tail2, SMALL, s1));
+    CHECK(cudaMemsetAsync(a, 0x71, 94u << 20, s1));
+    CHECK(cudaMemsetAsync(tail2, 0x73, SMALL, s1));
+    CHECK(cudaMemcpyAsync(&edge[0], a, 1, cudaMemcpyDeviceToHost, s1));
+    CHECK(cudaFreeAsync(a, s1));
+    CHECK(simGetStats(&st0));
+    CHECK(cudaMallocAsync(&c40, SIZE, s1));
+    CHECK(simGetStats(&st1));
+    CHECK(cudaMemsetAsync(c40, 0x72, SIZE, s1));
+    CHECK(cudaMemcpyAsync(&edge[1], (char *)c40 + SIZE - 1, 1, cudaMemcpyDeviceToHost, s1));
+    CHECK(cudaMemcpyAsync(&edge[2], tail2, 1, cudaMemcpyDeviceToHost, s1));
+    CHECK(cudaStreamSynchronize(s1));
+    int packed = c40 == a && (char *)tail2 == (char *)a + (94u << 20) &&
+                 st1.map_calls == st0.map_calls && st1.set_access_calls == st0.set_access_calls;
+    int packed_ok = edge[0] == 0x71 && edge[1] == 0x72 && edge[2] == 0x73;
+    CHECK(cudaFreeAsync(c40, s1));
+    CHECK(cudaFreeAsync(tail2, s1));
+
     // Same stream: written, read back, freed, allocated again at once.
     void *d, *c = read_free_allocate(SIZE, back, s1, &d, 0x5a);
     int same = c == d;
@@ -130,8 +157,9 @@ int main(void)
     CHECK(cudaFreeAsync(act, s1));
     CHECK(cudaStreamSynchronize(s1));
     printf("same_addr=%d read_ok=%d cross_ok=%d shared=%d shared_read_ok=%d keep=%d split=%d "
-           "split_read_ok=%d\n",
+           "split_read_ok=%d packed=%d packed_read_ok=%d\n",
            same, memcmp(back, pat, SIZE) == 0, memcmp(back2, pat, SIZE) == 0, shared_same,
-           memcmp(back3, pat, SMALL) == 0 && memcmp(back4, pat, SMALL) == 0, keep, split, split_ok);
+           memcmp(back3, pat, SMALL) == 0 && memcmp(back4, pat, SMALL) == 0, keep, split, split_ok,
+           packed, packed_ok);
     return 0;
 }
