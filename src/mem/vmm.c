@@ -297,14 +297,22 @@ static CUresult create(size_t size, CUmemGenericAllocationHandle *h)
     return ao_real.cuMemCreate(h, size, &prop, 0);
 }
 
+// An empty list with room for n handles and their sizes, in one block.
+static bool phys_alloc(ao_phys_t *ph, unsigned n)
+{
+    memset(ph, 0, sizeof *ph);
+    if (!n) n = 1;
+    ph->h = malloc(n * (sizeof *ph->h + sizeof *ph->size));
+    if (!ph->h) return false;
+    ph->size = (size_t *)(ph->h + n);
+    return true;
+}
+
 CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
 {
     // Serving (fine): up to a handle per granule; else AO_PHYS_TILES at most.
     unsigned room = ao_vmm.fine ? (unsigned)(size >> ao_vmm.shift) : AO_PHYS_TILES;
-    memset(ph, 0, sizeof *ph);
-    ph->h = malloc((room ? room : 1) * (sizeof *ph->h + sizeof *ph->size));
-    if (!ph->h) return CUDA_ERROR_OUT_OF_MEMORY;
-    ph->size = (size_t *)(ph->h + (room ? room : 1));
+    if (!phys_alloc(ph, room)) return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = CUDA_SUCCESS;
     size_t got = 0;
     if (ao_vmm.fine) {
@@ -373,15 +381,13 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
     return r;
 }
 
-// n of ph's handles from the from-th on, in lists of their own.
+// n of ph's handles from the from-th on, in a list of their own.
 static bool phys_slice(const ao_phys_t *ph, unsigned from, unsigned n, ao_phys_t *out)
 {
-    CUmemGenericAllocationHandle *h = malloc((n ? n : 1) * (sizeof *h + sizeof *ph->size));
-    if (!h) return false;
-    size_t *size = (size_t *)(h + (n ? n : 1));
-    memcpy(h, ph->h + from, n * sizeof *h);
-    memcpy(size, ph->size + from, n * sizeof *size);
-    *out = (ao_phys_t){.n = n, .h = h, .size = size};
+    if (!phys_alloc(out, n)) return false;
+    memcpy(out->h, ph->h + from, n * sizeof *out->h);
+    memcpy(out->size, ph->size + from, n * sizeof *out->size);
+    out->n = n;
     return true;
 }
 

@@ -383,25 +383,44 @@ static bool layer_selected(int layer)
 // the link takes 17 ms to carry it: copies started near the budget alone
 // came too late (20.22 GiB against 17.29 in the first step; replayed, 15.33
 // with this). This step is slower; the plan's steps are not.
+// The measuring step (auto, no plan yet) under a budget the program gave.
+static bool measuring_under_budget(void)
+{
+    return ao_sched_now.min_held && !ao_eng.manual && ao_budget_given();
+}
+
+// A layer of microbatch mb's forward that its release point passed over,
+// still on the device.
+static bool passed_over(const ao_scope_t *s, int mb)
+{
+    return s->mb == mb && s->skipped && !s->recompute && s->state == AO_RESIDENT &&
+           ao_eng.phase[mb] == PHASE_FORWARD;
+}
+
+// Layers passed over were sent: the host waits for their copies and
+// releases, and aoshim's idle memory goes to the driver.
+static void caught_up(void)
+{
+    ao_auto.caught_up = true;
+    ao_drain_locked();
+    ao_idle_give_back();
+}
+
 static void measuring_catch_up(const ao_scope_t *now)
 {
     static bool busy; // the layers caught up come through ao_offload too
-    if (!ao_sched_now.min_held || ao_eng.manual || busy || !ao_budget_given()) return;
+    if (!measuring_under_budget() || busy) return;
     busy = true;
     bool any = false;
     for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
-        if (s != now && s->mb == now->mb && s->skipped && !s->recompute &&
-            s->state == AO_RESIDENT && s->layer < now->layer &&
-            ao_eng.phase[s->mb] == PHASE_FORWARD) {
+        if (s != now && passed_over(s, now->mb) && s->layer < now->layer) {
             s->skipped = false;
             ao_offload(s);
             any = true;
         }
     busy = false;
     if (!any && ao_device_in_use() < ao_sched_now.min_held) return;
-    ao_auto.caught_up = true;
-    ao_drain_locked();
-    ao_idle_give_back();
+    caught_up();
 }
 
 // The measuring step under a given budget, past its last layer (its head:
@@ -415,8 +434,8 @@ static void measuring_catch_up(const ao_scope_t *now)
 void ao_measuring_room(size_t size)
 {
     const int mb = ao_eng.mb;
-    if (!ao_sched_now.min_held || ao_eng.manual || ao_eng.open || !ao_budget_given() ||
-        ao_eng.phase[mb] != PHASE_FORWARD || !ao_eng.scopes)
+    if (!measuring_under_budget() || ao_eng.open || ao_eng.phase[mb] != PHASE_FORWARD ||
+        !ao_eng.scopes)
         return;
     uint64_t in_use = ao_device_in_use(), need = in_use + (size + AO_PAGE - 1) / AO_PAGE * AO_PAGE;
     if (need <= ao_sched_now.min_held) return;
@@ -424,9 +443,7 @@ void ao_measuring_room(size_t size)
     while (sent < over) {
         ao_scope_t *oldest = NULL;
         for (ao_scope_t *s = ao_eng.scopes; s; s = s->next)
-            if (s->mb == mb && s->skipped && s->ended && !s->recompute && s->state == AO_RESIDENT &&
-                (!oldest || s->layer < oldest->layer))
-                oldest = s;
+            if (passed_over(s, mb) && s->ended && (!oldest || s->layer < oldest->layer)) oldest = s;
         if (!oldest) break;
         uint64_t bytes = 0;
         for (ao_chunk_t *c = oldest->chunks; c; c = c->next)
@@ -435,10 +452,7 @@ void ao_measuring_room(size_t size)
         ao_offload(oldest);
         if (oldest->state != AO_RESIDENT) sent += bytes;
     }
-    if (!sent) return;
-    ao_auto.caught_up = true;
-    ao_drain_locked();
-    ao_idle_give_back();
+    if (sent) caught_up();
 }
 
 // The measuring step keeps its layers' memory in aoshim's handles through

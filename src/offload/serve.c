@@ -92,18 +92,18 @@ static bool default_pool_current(void)
 // left when it went), else in a new segment: its own, its size rounded up
 // to pages, for one of a page or more, a new page for a smaller one. With
 // large ones kept out of the others' free space, the Hugging Face GPT-2
-// held 0.22 GiB more at its peak with one layer offloaded (its 36 MiB
-// activations alone in segments of 64) and took 1.29x, not 1.27x, under
-// the budget its link hides. Given a mapping of its own, the size rounded
-// to the granule, an allocation of 1-4 MiB took 12% more than it asked on
-// a small step; and handles of each allocation's size were taken apart and
-// made anew whenever the sizes the step asked for changed (the forward's,
-// the backward's, the optimizer's): on the replayed H200 GPT, one layer
-// offloaded, 490 handles a step and 105 ms of the host's in VMM calls for a
-// 153 ms step, which took 1.46x; in pages, 1.05x. Segments rounded to the
-// granule instead, their last page smaller, the Hugging Face GPT-2 held
-// 0.8 GiB less at its peak but took 1.40x for 1.02x (a last page smaller
-// than a page backs little else).
+// held 0.22 GiB more at its peak with one layer offloaded (its 36 MiB fp32
+// tensors of a block's weights' size alone in segments of 64) and took
+// 1.29x, not 1.27x, under the budget its link hides. Given a mapping of
+// its own, the size rounded to the granule, an allocation of 1-4 MiB took
+// 12% more than it asked on a small step; and handles of each allocation's
+// size were taken apart and made anew whenever the sizes the step asked
+// for changed (the forward's, the backward's, the optimizer's): on the
+// replayed H200 GPT, one layer offloaded, 490 handles a step and 105 ms of
+// the host's in VMM calls for a 153 ms step, which took 1.46x; in pages,
+// 1.05x. Segments rounded to the granule instead, their last page
+// smaller, the Hugging Face GPT-2 held 0.8 GiB less at its peak but took
+// 1.40x for 1.02x (a last page smaller than a page backs little else).
 
 // A segment's buffer freed on the segment's stream (its live count already
 // down): its space is the stream's again at once (stream order), the

@@ -96,6 +96,12 @@ def expect(cond, what):
         print(f"  FAIL: {what}")
 
 
+def each_step(err):
+    """The replay's peak in use of each step (its stderr line), or []."""
+    m = re.search(r"peak_in_use_bytes of each step:((?: \d+)+)", err)
+    return [int(v) for v in m.group(1).split()] if m else []
+
+
 def open_trace(path):
     with open(path, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
@@ -501,8 +507,7 @@ def group_gpu():
         n = fig["steps"]
         rc, more, err = run(tr, *link, "--steps", str(n + 2), env=ctx)
         ok_clean(more, f"{name} --steps {n + 2}")
-        m = re.search(r"peak_in_use_bytes of each step:((?: \d+)+)", err)
-        each = [int(v) for v in m.group(1).split()] if m else []
+        each = each_step(err)
         expect(more["steps"] == n + 2 and len(each) == n + 2 and each[-1] == each[-2] == each[n - 1],
                f"{name} --steps {n + 2}: {more}, each step {each}")
         if need:  # aoshim's count of the step on the GPU, under auto
@@ -589,14 +594,18 @@ def group_gpu():
         # paused once, and the program's pool then held its fragments: 22.77
         # GiB for the H200 GPT's 21.33, and the plans after swung to 13
         # layers at 29.31).
+        def under_budget(what, budget):
+            """Each step's peak in use of the recorded step under budget, served."""
+            rc, fig, err = run(tr, *link, shim=True, env=ctx + [("AOSHIM_BUDGET", str(budget))])
+            ok_clean(fig, f"{name} with {what}")
+            steps = each_step(err)
+            print(f"    {what}, {budget / 2**30:.2f} GiB: each step in use (GiB) "
+                  f"{' '.join(f'{v / 2**30:.2f}' for v in steps)}, last step "
+                  f"{fig['step_ns'] / base['step_ns']:.3f}x without aoshim")
+            return steps
+
         hidden = base["peak_in_use_bytes"] - int(55 * base["step_ns"] / 3)
-        rc, fig, err = run(tr, *link, shim=True, env=ctx + [("AOSHIM_BUDGET", str(hidden))])
-        ok_clean(fig, f"{name} with a budget the link could hide")
-        m = re.search(r"peak_in_use_bytes of each step:((?: \d+)+)", err)
-        steps = [int(v) for v in m.group(1).split()] if m else []
-        print(f"    a budget the link could hide, {hidden / 2**30:.2f} GiB: each step in use (GiB) "
-              f"{' '.join(f'{v / 2**30:.2f}' for v in steps)}, last step "
-              f"{fig['step_ns'] / base['step_ns']:.3f}x without aoshim")
+        steps = under_budget("a budget the link could hide", hidden)
         # Kept from the fourth step on; the third, the first under a plan
         # measured with aoshim's memory, within 0.5%: the Llama's step then
         # allocated 52 MB more than its plan predicted, which the plans
@@ -610,13 +619,7 @@ def group_gpu():
         # 847 MiB over with every layer still on the device), and so do the
         # steps from the fourth on; the second and third within 0.5%.
         q25 = base["peak_in_use_bytes"] - acts // 4
-        rc, fig, err = run(tr, *link, shim=True, env=ctx + [("AOSHIM_BUDGET", str(q25))])
-        ok_clean(fig, f"{name} with a budget 25% of the activations under")
-        m = re.search(r"peak_in_use_bytes of each step:((?: \d+)+)", err)
-        steps = [int(v) for v in m.group(1).split()] if m else []
-        print(f"    25% of the activations under, {q25 / 2**30:.2f} GiB: each step in use (GiB) "
-              f"{' '.join(f'{v / 2**30:.2f}' for v in steps)}, last step "
-              f"{fig['step_ns'] / base['step_ns']:.3f}x without aoshim")
+        steps = under_budget("a budget 25% of the activations under", q25)
         expect(len(steps) > 3 and steps[0] <= q25 and max(steps[3:]) <= q25 and
                max(steps) <= q25 * 1.005,
                f"{name}: a budget 25% of the activations under ({q25}) not kept: {steps}")
@@ -632,8 +635,7 @@ def group_gpu():
                                                              ("AOSHIM_QUIET", "0")])
         ok_clean(fig, f"{name} with the budget")
         report_true(doc, fig, base, f"{name} with the budget", int(ctx[0][1]))
-        m = re.search(r"peak_in_use_bytes of each step:((?: \d+)+)", err)
-        steps = [int(v) for v in m.group(1).split()] if m else []
+        steps = each_step(err)
         last = steps[-1] if steps else 0
         print(f"    plan: replay '{plan_layers(err)}' (the GPU's, before the plan counted the "
               f"context: '{gpu_plan}'); last step in use {last / 2**30:.2f} GiB, budget "
@@ -724,8 +726,7 @@ def group_sidebyside():
     rc, fig, err, doc = run_report(path, *link, env=[("AOSHIM_OFFLOAD_LAYERS", "1")])
     ok_clean(fig, "train-step-pytorch under 1, the default")
     s = doc["summary"]
-    m = re.search(r"peak_in_use_bytes of each step:((?: \d+)+)", err)
-    each = [int(v) for v in m.group(1).split()] if m else []
+    each = each_step(err)
     print(f"    under 1, the default: served from step {s['served_from_step']} (its pool held "
           f"{s['serve_pool_unused_bytes'] / 2**20:.0f} MiB unused), in use each step (MiB): "
           f"{' '.join(f'{v / 2**20:.0f}' for v in each)}, without {base['peak_in_use_bytes'] / 2**20:.0f}")
