@@ -55,6 +55,10 @@
     X(PINNED_HOST_BYTES, "pinned host pool")                                                       \
     X(PIN_CALLS, "host pinning calls")                                                             \
     X(MEM_CREATE_CALLS, "cuMemCreate calls")                                                       \
+    X(VMM_MAPPINGS, "mappings made (a cuMemMap each, their access set)")                           \
+    X(VMM_MAPPED_BYTES, "bytes mapped")                                                            \
+    X(VMM_UNMAPPINGS, "mappings unmapped")                                                         \
+    X(VMM_HOST_NS, "host time in aoshim's cuMemCreate/Map/SetAccess/Unmap/Release calls (ns)")     \
     X(ADDRESS_RESERVE_CALLS, "cuMemAddressReserve calls")                                          \
     X(OOM_RETRIES, "allocations retried after giving back pooled memory")                          \
     X(LAYER_BEGINS, "aoshim_layer_begin calls (forward and recomputation)")

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "extent.h"
 #include "cuda/real.h"
@@ -149,10 +150,28 @@ static size_t idle_bytes;
 static CUmemGenericAllocationHandle *stuck;
 static size_t nstuck, capstuck;
 
+// The host's time in VMM calls, for the report: on the H200 each mapping
+// a page of memory moves through costs about 50 us (docs/design.md), and
+// when the host has no lead over the GPU, the GPU waits that long.
+static uint64_t clock_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void vmm_timed(uint64_t t0)
+{
+    ao_stat_add(AO_STAT_VMM_HOST_NS, (int64_t)(clock_ns() - t0));
+}
+
 static void release(CUmemGenericAllocationHandle h)
 {
-    if (ao_real.cuMemRelease(h) == CUDA_SUCCESS || ao_real.cuMemRelease(h) == CUDA_SUCCESS)
-        return;
+    const uint64_t t0 = clock_ns();
+    const bool ok =
+        ao_real.cuMemRelease(h) == CUDA_SUCCESS || ao_real.cuMemRelease(h) == CUDA_SUCCESS;
+    vmm_timed(t0);
+    if (ok) return;
     if (nstuck == capstuck) {
         size_t cap = capstuck ? capstuck * 2 : 16;
         CUmemGenericAllocationHandle *n = realloc(stuck, cap * sizeof *n);
@@ -294,7 +313,10 @@ static CUresult create(size_t size, CUmemGenericAllocationHandle *h)
 {
     CUmemAllocationProp prop = device_prop();
     ao_stat_add(AO_STAT_MEM_CREATE_CALLS, 1);
-    return ao_real.cuMemCreate(h, size, &prop, 0);
+    const uint64_t t0 = clock_ns();
+    CUresult r = ao_real.cuMemCreate(h, size, &prop, 0);
+    vmm_timed(t0);
+    return r;
 }
 
 // An empty list with room for n handles and their sizes, in one block.
@@ -357,6 +379,7 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
     }
     unsigned mapped = 0;
     size_t off = 0;
+    const uint64_t t0 = clock_ns();
     while (r == CUDA_SUCCESS && mapped < ph->n) {
         r = ao_real.cuMemMap(p + off, ph->size[mapped], 0, ph->h[mapped], 0);
         if (r == CUDA_SUCCESS) off += ph->size[mapped++];
@@ -368,7 +391,12 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
         acc.location.id = ao_vmm.device;
         acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         r = ao_real.cuMemSetAccess(p, size, &acc, 1);
-        if (r == CUDA_SUCCESS) return CUDA_SUCCESS;
+    }
+    ao_stat_add(AO_STAT_VMM_MAPPINGS, mapped);
+    if (r == CUDA_SUCCESS) {
+        ao_stat_add(AO_STAT_VMM_MAPPED_BYTES, (int64_t)size);
+        vmm_timed(t0);
+        return CUDA_SUCCESS;
     }
     // Undo: unmap what was mapped (each handle its own mapping), pool all.
     off = 0;
@@ -376,6 +404,8 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
         if (i < mapped) ao_real.cuMemUnmap(p + off, ph->size[i]);
         pool_put(ph->size[i], ph->h[i]);
     }
+    ao_stat_add(AO_STAT_VMM_UNMAPPINGS, mapped);
+    vmm_timed(t0);
     free(ph->h);
     memset(ph, 0, sizeof *ph);
     return r;
@@ -407,8 +437,11 @@ bool ao_phys_split(ao_phys_t *ph, unsigned n, ao_phys_t *head)
 
 CUresult ao_phys_unmap(CUdeviceptr p, size_t size, ao_phys_t *ph)
 {
+    const uint64_t t0 = clock_ns();
     CUresult r = ao_real.cuMemUnmap(p, size);
+    vmm_timed(t0);
     if (r != CUDA_SUCCESS) return r;
+    ao_stat_add(AO_STAT_VMM_UNMAPPINGS, ph->n);
     for (unsigned i = 0; i < ph->n; i++)
         pool_put(ph->size[i], ph->h[i]);
     free(ph->h);

@@ -426,6 +426,12 @@ void ao_rec_step(void)
     sample_locked();
     R.cur.step = R.nstep++;
     R.cur.t_ns = now_locked();
+    static uint64_t maps0, vmm0; // the counters as the step began
+    const uint64_t maps = ao_stat_get(AO_STAT_VMM_MAPPINGS), vmm = ao_stat_get(AO_STAT_VMM_HOST_NS);
+    R.cur.vmm_mappings = maps - maps0;
+    R.cur.vmm_host_ns = vmm - vmm0;
+    maps0 = maps;
+    vmm0 = vmm;
     if (R.cur.step % R.step_stride == 0) {
         if (!R.steps) R.steps = calloc(AO_STEPS_MAX, sizeof *R.steps);
         if (R.steps && R.nsteps == AO_STEPS_MAX) { // keep every other one

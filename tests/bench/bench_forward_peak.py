@@ -20,7 +20,9 @@
 #     steps swing), and the time the last step lost (exposed_ms) beside what
 #     the plan said its copies would expose (plan_exposed_ms): the planner's
 #     model against the engine; and the host's time in virtual-memory calls
-#     (vmm_ms_per_step, the simulator's H200 figures, the run's mean);
+#     (vmm_ms_per_step, the simulator's H200 figures, the run's mean) with
+#     the mappings aoshim made in the last step (mappings_last_step, from
+#     its report: physical memory moved between address ranges);
 #   - every static k: peak, step.
 # Then the same for each step recorded on a real GPU in the repository
 # (tests/replay/data/*/base-record.trace and */*/base-record.trace, its
@@ -124,6 +126,9 @@ def measure(trace, peak, step, serve, sim=()):
         # The plan's own figure for the time its copies add, against the
         # last step's: how far the planner's model is from the engine.
         said = re.search(r"copies exposed ([0-9.]+) ms", (doc or {}).get("summary", {}).get("plan") or "")
+        # Mappings aoshim made in its last step: physical memory moved
+        # between address ranges, about 50 us of the host's each on the H200.
+        maps = ((doc or {}).get("steps", {}).get("items") or [{}])[-1].get("vmm_mappings", 0)
         print(f"auto budget={name} budget_gib={gib(budget)} each_step_gib="
               f"{','.join(gib(p) for p in peaks)} kept_last_step={int(kept)} "
               f"steps_over={sum(p > budget for p in peaks)} "
@@ -134,6 +139,7 @@ def measure(trace, peak, step, serve, sim=()):
                  if name == "25pct" and best else "")
               + f" exposed_ms={(times[-1] - step) / 1e6:.2f}"
               + f" vmm_ms_per_step={fig.get('vmm_ms_per_step', 0):.1f}"
+              + f" mappings_last_step={maps}"
               + (f" plan_exposed_ms={said.group(1)}" if said else ""))
 
 

@@ -13,7 +13,8 @@
 // segment has (serve.c), not in a segment of its own. Prints
 // `same_addr=<0|1> read_ok=<0|1> cross_ok=<0|1> shared=<0|1>
 // shared_read_ok=<0|1> keep=<rc> split=<0|1> split_read_ok=<0|1>
-// packed=<0|1> packed_read_ok=<0|1>`.
+// packed=<0|1> packed_read_ok=<0|1>`, then `sim_map_calls=<n>`: the
+// mappings the simulator saw made, which aoshim's report counts too.
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,5 +162,7 @@ int main(void)
            same, memcmp(back, pat, SIZE) == 0, memcmp(back2, pat, SIZE) == 0, shared_same,
            memcmp(back3, pat, SMALL) == 0 && memcmp(back4, pat, SMALL) == 0, keep, split, split_ok,
            packed, packed_ok);
+    CHECK(simGetStats(&st1));
+    printf("sim_map_calls=%llu\n", (unsigned long long)st1.map_calls);
     return 0;
 }

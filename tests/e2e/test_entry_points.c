@@ -477,21 +477,29 @@ Test(safety_net, a_buffer_is_never_placed_in_a_retiring_chunk)
 // on one is a no-op, a range of pages asked for again in halves is split
 // in place (no mapping made), and a large allocation goes in a live
 // segment's free space; the simulator's race checker stops the run at the
-// first unordered access (SIM_RACE_FATAL=1: exit 87).
+// first unordered access (SIM_RACE_FATAL=1: exit 87). The report counts
+// the mappings aoshim made as the simulator does.
 Test(safety_net, served_allocations_are_reused_in_stream_order)
 {
     char rep[] = "/tmp/aoshim-served-XXXXXX";
     int fd = mkstemp(rep);
     cr_assert(fd >= 0);
     close(fd);
-    char cmd[2048], out[256], settings[256];
+    char cmd[2048], out[512], settings[256];
     snprintf(settings, sizeof settings,
              "AOSHIM_SERVE=1 AOSHIM_OFFLOAD_LAYERS=all AOSHIM_REPORT=%s SIM_RACE_FATAL=1", rep);
     int st = shimmed("AO_TEST_SERVED_REUSE", settings, true, "", out, sizeof out);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
               WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
-    cr_expect_str_eq(out, "same_addr=1 read_ok=1 cross_ok=1 shared=1 shared_read_ok=1 keep=0 "
-                          "split=1 split_read_ok=1 packed=1 packed_read_ok=1\n");
+    const char *maps = strstr(out, "sim_map_calls=");
+    cr_assert(maps, "no sim_map_calls line:\n%s", out);
+    cr_expect_eq(maps - out, strlen("same_addr=1 read_ok=1 cross_ok=1 shared=1 shared_read_ok=1 "
+                                    "keep=0 split=1 split_read_ok=1 packed=1 packed_read_ok=1\n"));
+    cr_expect(strncmp(out,
+                      "same_addr=1 read_ok=1 cross_ok=1 shared=1 shared_read_ok=1 keep=0 "
+                      "split=1 split_read_ok=1 packed=1 packed_read_ok=1\n",
+                      (size_t)(maps - out)) == 0,
+              "%s", out);
     // Served indeed: the fifteen allocations outside the layer (the pool
     // would pass every check above too).
     char json[1 << 16];
@@ -501,4 +509,9 @@ Test(safety_net, served_allocations_are_reused_in_stream_order)
     const char *k = strstr(json, "\"served_allocs\":");
     cr_assert(k, "no served_allocs in the report");
     cr_expect_eq(strtoul(k + strlen("\"served_allocs\":"), NULL, 10), 15, "%.80s", k);
+    const char *v = strstr(json, "\"vmm_mappings\":");
+    cr_assert(v, "no vmm_mappings in the report");
+    unsigned long made = strtoul(v + strlen("\"vmm_mappings\":"), NULL, 10);
+    cr_expect(made > 0 && made == strtoul(maps + strlen("sim_map_calls="), NULL, 10),
+              "report %lu mappings, simulator: %s", made, maps);
 }
