@@ -263,6 +263,44 @@ Test(auto_step, no_unused_reserve_changes_nothing)
 }
 
 // A layer not tracked this step (passed through) keeps last step's bytes.
+// What the device holds beyond the allocations, from the driver's count at
+// the step's peak and at the forward's boundaries: a boundary may hold more
+// (the program's segments' free space, which the peak fills). The measuring
+// step's boundaries hold for the next plan only; a step run under one plan
+// keeps the peak's figure where it measured at least the device's own
+// memory, and the boundaries' where the samples missed the peak.
+static void beyond_step(uint64_t at_peak, uint64_t at_boundary)
+{
+    __atomic_store_n(&ao_stat_where_now, AO_WHERE_FORWARD + 3, __ATOMIC_RELAXED);
+    ao_stat_step_reset();
+    measured_step(200 * MiB, 5000000, 50);
+    ao_stat_device((int64_t)(N * 200 * MiB), 0, 0); // the peak, in layer 3's forward
+    ao_auto_device_note(N * 200 * MiB + at_peak);   // the driver's count there
+    ao_auto.beyond_step = at_boundary;
+    ao_auto_step();
+    ao_stat_device(-(int64_t)(N * 200 * MiB), 0, 0);
+}
+
+Test(auto_step, the_peaks_figure_is_held_not_a_boundarys_larger_one)
+{
+    fresh_auto();
+    ao_auto.budget = 1 * GiB + 600 * MiB;
+    __atomic_store_n(&ao_stats[AO_STAT_DEVICE_OTHER_MIN], 100 * MiB + 1, __ATOMIC_RELAXED);
+    beyond_step(300 * MiB, 800 * MiB); // the measuring step
+    cr_assert_eq(ao_auto.pool_slack, 300 * MiB, "%llu MiB",
+                 (unsigned long long)(ao_auto.pool_slack >> 20));
+    cr_assert_eq(ao_auto_plan_budget(), ao_auto.budget - 800 * MiB,
+                 "the next plan holds the boundaries' figure");
+    beyond_step(300 * MiB, 800 * MiB); // a step under that plan
+    cr_assert_eq(ao_auto.pool_slack, 300 * MiB);
+    cr_assert_eq(ao_auto_plan_budget() + ao_auto.model_slack, ao_auto.budget - 300 * MiB,
+                 "then the peak's");
+    beyond_step(50 * MiB, 800 * MiB); // the samples missed the peak: under the device's own
+    cr_assert_eq(ao_auto.pool_slack, 800 * MiB);
+    __atomic_store_n(&ao_stats[AO_STAT_DEVICE_OTHER_MIN], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&ao_stat_where_now, 0, __ATOMIC_RELAXED);
+}
+
 Test(auto_step, an_untracked_layer_keeps_its_last_bytes)
 {
     fresh_auto();
