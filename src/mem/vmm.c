@@ -3,8 +3,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "extent.h"
 #include "cuda/real.h"
 #include "log.h"
@@ -153,21 +153,14 @@ static size_t nstuck, capstuck;
 // The host's time in VMM calls, for the report: on the H200 each mapping
 // a page of memory moves through costs about 50 us (docs/design.md), and
 // when the host has no lead over the GPU, the GPU waits that long.
-static uint64_t clock_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static void vmm_timed(uint64_t t0)
 {
-    ao_stat_add(AO_STAT_VMM_HOST_NS, (int64_t)(clock_ns() - t0));
+    ao_stat_add(AO_STAT_VMM_HOST_NS, (int64_t)(ao_mono_ns() - t0));
 }
 
 static void release(CUmemGenericAllocationHandle h)
 {
-    const uint64_t t0 = clock_ns();
+    const uint64_t t0 = ao_mono_ns();
     const bool ok =
         ao_real.cuMemRelease(h) == CUDA_SUCCESS || ao_real.cuMemRelease(h) == CUDA_SUCCESS;
     vmm_timed(t0);
@@ -313,7 +306,7 @@ static CUresult create(size_t size, CUmemGenericAllocationHandle *h)
 {
     CUmemAllocationProp prop = device_prop();
     ao_stat_add(AO_STAT_MEM_CREATE_CALLS, 1);
-    const uint64_t t0 = clock_ns();
+    const uint64_t t0 = ao_mono_ns();
     CUresult r = ao_real.cuMemCreate(h, size, &prop, 0);
     vmm_timed(t0);
     return r;
@@ -379,7 +372,7 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
     }
     unsigned mapped = 0;
     size_t off = 0;
-    const uint64_t t0 = clock_ns();
+    const uint64_t t0 = ao_mono_ns();
     while (r == CUDA_SUCCESS && mapped < ph->n) {
         r = ao_real.cuMemMap(p + off, ph->size[mapped], 0, ph->h[mapped], 0);
         if (r == CUDA_SUCCESS) off += ph->size[mapped++];
@@ -437,7 +430,7 @@ bool ao_phys_split(ao_phys_t *ph, unsigned n, ao_phys_t *head)
 
 CUresult ao_phys_unmap(CUdeviceptr p, size_t size, ao_phys_t *ph)
 {
-    const uint64_t t0 = clock_ns();
+    const uint64_t t0 = ao_mono_ns();
     CUresult r = ao_real.cuMemUnmap(p, size);
     vmm_timed(t0);
     if (r != CUDA_SUCCESS) return r;

@@ -24,6 +24,7 @@
 #include <libunwind.h>
 #endif
 
+#include "clock.h"
 #include "log.h"
 #include "report.h"
 #include "stats.h"
@@ -33,24 +34,17 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 #define R ao_rec
 
 // --- time -------------------------------------------------------------------------------
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void start_locked(void)
 {
     if (R.started) return;
     R.started = true;
-    R.origin_ns = mono_ns();
+    R.origin_ns = ao_mono_ns();
 }
 
 static uint64_t now_locked(void)
 {
     start_locked();
-    uint64_t t = mono_ns();
+    uint64_t t = ao_mono_ns();
     return t > R.origin_ns ? t - R.origin_ns : 0;
 }
 

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "cuda/guard.h"
 #include "cuda/real.h"
+#include "clock.h"
 #include "log.h"
 #include "offload/scan.h"
 #include "steptrace/internal.h"
@@ -20,16 +21,9 @@ bool ao_tr_on;
 static bool started, forked;
 static uint64_t origin_ns;
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); // the vDSO: no system call
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t ao_tr_now(void)
 {
-    uint64_t t = mono_ns();
+    uint64_t t = ao_mono_ns();
     return t > origin_ns ? t - origin_ns : 0;
 }
 
@@ -382,7 +376,7 @@ void ao_tr_init(void)
 {
     if (!ao_config.record || started) return;
     started = true;
-    origin_ns = mono_ns();
+    origin_ns = ao_mono_ns();
     pthread_key_create(&buf_key, thread_exit);
     ao_trw_init();
     __atomic_store_n(&ao_tr_on, true, __ATOMIC_RELEASE);

@@ -491,15 +491,12 @@ Test(safety_net, served_allocations_are_reused_in_stream_order)
     int st = shimmed("AO_TEST_SERVED_REUSE", settings, true, "", out, sizeof out);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
               WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
+    static const char want[] = "same_addr=1 read_ok=1 cross_ok=1 shared=1 shared_read_ok=1 "
+                               "keep=0 split=1 split_read_ok=1 packed=1 packed_read_ok=1\n";
     const char *maps = strstr(out, "sim_map_calls=");
     cr_assert(maps, "no sim_map_calls line:\n%s", out);
-    cr_expect_eq(maps - out, strlen("same_addr=1 read_ok=1 cross_ok=1 shared=1 shared_read_ok=1 "
-                                    "keep=0 split=1 split_read_ok=1 packed=1 packed_read_ok=1\n"));
-    cr_expect(strncmp(out,
-                      "same_addr=1 read_ok=1 cross_ok=1 shared=1 shared_read_ok=1 keep=0 "
-                      "split=1 split_read_ok=1 packed=1 packed_read_ok=1\n",
-                      (size_t)(maps - out)) == 0,
-              "%s", out);
+    cr_expect(maps - out == (ptrdiff_t)strlen(want) && strncmp(out, want, strlen(want)) == 0, "%s",
+              out);
     // Served indeed: the fifteen allocations outside the layer (the pool
     // would pass every check above too).
     char json[1 << 16];
