@@ -36,6 +36,7 @@
     X(COPIES_SKIPPED, "buffers freed before their copy")                                           \
     X(EARLY_COPY_BYTES, "bytes whose copy out started at their layer's end")                       \
     X(EARLY_COPIED_AGAIN, "buffers copied out early and again: used before their release point")   \
+    X(EARLY_OFF_LAYERS, "layers no longer copied early: their uses were not learnt")               \
     X(OFFLOADS_CANCELLED, "offloads cancelled by an early reload")                                 \
     X(PREFETCH_MISSED, "reloads issued late, at the layer's own backward")                         \
     X(PREFETCH_EVICTED, "prefetched layers given back when the program ran out of memory")         \

@@ -531,6 +531,7 @@ void ao_auto_step(void)
         .late_d = ao_auto.late_d,
         .fine_handles = ao_vmm.fine,
         .early_copy = ao_early_copies(),
+        .early_off = ao_eng.early_off,
     };
     ao_stat_step_reset();
     // The plan made when the shapes changed came from estimates: this one,
@@ -619,6 +620,7 @@ static void plan_reshape(int layer, uint64_t saved, uint64_t was, uint64_t held,
         .h2d = link_bw(ao_auto.h2d_bytes, ao_auto.h2d_ns),
         .fine_handles = ao_vmm.fine,
         .early_copy = ao_early_copies(),
+        .early_off = ao_eng.early_off,
     };
     plan_take(&in, true);
 }

@@ -240,6 +240,10 @@ typedef struct ao_engine_s {
     // next boundary, and any layer may track nothing.
     uint64_t *fwd_ran[AO_MAX_MB];
     ao_learn_t learned[AO_MAX_LAYERS];
+    // Early copies (engine.c): the watches each layer has had, and the
+    // layers whose later uses were not learnt, which no longer go early.
+    unsigned early_watches[AO_MAX_LAYERS];
+    uint64_t early_off[AO_MAX_LAYERS / 64];
     CUevent bwd0[AO_MAX_MB]; // timing, at backward_begin (auto)
 } ao_engine_t;
 extern ao_engine_t ao_eng;

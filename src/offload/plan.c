@@ -218,7 +218,10 @@ static void predict(const ao_plan_in_t *in, int k, int d, uint64_t part, bool la
             // Layer l-1's copy starts at its release point (this layer's
             // end), or early at its own end; its memory goes after both.
             if (l >= 1 && a[l - 1] > 0) {
-                d2h = max2(d2h, in->early_copy ? lend[id - 1] : gpu) + a[l - 1] / bw(in->d2h);
+                const bool early =
+                    in->early_copy &&
+                    !(in->early_off && (in->early_off[(l - 1) / 64] >> ((l - 1) % 64)) & 1);
+                d2h = max2(d2h, early ? lend[id - 1] : gpu) + a[l - 1] / bw(in->d2h);
                 copied[id - 1] = d2h;
                 push(&m.copies, id - 1, max2(d2h, gpu), a[l - 1]);
             }

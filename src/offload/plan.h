@@ -80,6 +80,9 @@ typedef struct ao_plan_in_s {
     // engine's early copies: its buffers the next layer does not use); its
     // memory still goes only after the release point.
     bool early_copy;
+    // ... but not for the layers set here, one bit each (NULL: none): their
+    // uses after their end were not learnt (engine.c, early_unlearnt).
+    const uint64_t *early_off;
 } ao_plan_in_t;
 
 typedef struct ao_plan_s {

@@ -231,7 +231,9 @@ static void emit_summary(ao_emitter_t *e)
     ao_emit_val(e, "; ", "d2h_bytes_early", AO_BYTES(ao_stat_get(AO_STAT_EARLY_COPY_BYTES)));
     ao_emit_val(e, " from a layer's end, ", "d2h_buffers_again",
                 AO_U64(ao_stat_get(AO_STAT_EARLY_COPIED_AGAIN)));
-    ao_emit_val(e, " buffers of them copied again)", NULL, AO_STR(""));
+    ao_emit_val(e, " buffers of them copied again, early copies stopped for ",
+                "d2h_layers_early_off", AO_U64(ao_stat_get(AO_STAT_EARLY_OFF_LAYERS)));
+    ao_emit_val(e, " layers)", NULL, AO_STR(""));
     ao_emit_row_end(e);
     ao_emit_row_begin(e, "reload copies (H2D)");
     ao_emit_val(e, NULL, "h2d_gbps", AO_GBPS(gbps(h2d_b, h2d_ns)));

@@ -400,7 +400,7 @@ Test(safety_net, every_word_is_a_pointer_with_skip_leftovers_off)
 // through a launch's 17th word into the chunk) and checks every step's
 // bytes, with the simulator's race checker stopping the run (exit 87).
 // Returns the buffers copied early and again (the report's d2h_buffers_again).
-static unsigned long watched_write_run(const char *mode, int steps)
+static unsigned long watched_write_run(const char *mode, int steps, unsigned long *early_off)
 {
     char rep[] = "/tmp/aoshim-watched-XXXXXX";
     int fd = mkstemp(rep);
@@ -423,6 +423,9 @@ static unsigned long watched_write_run(const char *mode, int steps)
         snprintf(want, sizeof want, "step=%d ok=1\n", step);
         cr_expect(strstr(out, want) != NULL, "missing \"%s\" in:\n%s", want, out);
     }
+    const char *off = strstr(json, "\"d2h_layers_early_off\":");
+    cr_assert(off, "no d2h_layers_early_off in the report");
+    if (early_off) *early_off = strtoul(off + strlen("\"d2h_layers_early_off\":"), NULL, 10);
     return strtoul(k + strlen("\"d2h_buffers_again\":"), NULL, 10);
 }
 
@@ -433,7 +436,7 @@ static unsigned long watched_write_run(const char *mode, int steps)
 // bytes from before the write.
 Test(safety_net, a_write_through_a_leftover_place_is_not_lost_to_an_early_copy)
 {
-    cr_expect_gt(watched_write_run("", 4), 0, "the write was not seen as one");
+    cr_expect_gt(watched_write_run("", 4, NULL), 0, "the write was not seen as one");
 }
 
 // A launch with more words into a watched chunk than the scan keeps per
@@ -443,7 +446,7 @@ Test(safety_net, a_write_through_a_leftover_place_is_not_lost_to_an_early_copy)
 // by: the copy raced the write (exit 87).
 Test(safety_net, a_write_past_the_watched_words_of_a_launch_is_not_lost)
 {
-    watched_write_run("wide", 4);
+    watched_write_run("wide", 4, NULL);
 }
 
 // Layer 1 writes one of layer 0's two buffers by turns (a, b, a, ...): a
@@ -455,8 +458,22 @@ Test(safety_net, a_write_past_the_watched_words_of_a_launch_is_not_lost)
 // 30 ms for that copy on the GPU, 3 steps in 5).
 Test(safety_net, a_buffer_written_after_its_layer_once_is_not_copied_early_again)
 {
-    unsigned long again = watched_write_run("alternate", 8);
+    unsigned long again = watched_write_run("alternate", 8, NULL);
     cr_expect_eq(again, 2, "%lu buffers copied again in 8 steps", again);
+}
+
+// Layer 1 writes a different one of layer 0's four buffers each step: the
+// uses a step learns are not the next step's. After the first watch that
+// learnt nothing new, layer 0 is no longer copied early (the report's
+// d2h_layers_early_off: 1), so only steps 1 and 2 copy a buffer again;
+// learned one step at a time, steps 1 to 4 each did (the H200 Llama's
+// steps 4 and 5: the next layer waited 30 ms on the GPU for such a copy).
+// The bytes are right in every step, and nothing races.
+Test(safety_net, a_layer_whose_later_uses_are_not_learnt_is_not_copied_early)
+{
+    unsigned long off = 0, again = watched_write_run("rotate", 8, &off);
+    cr_expect_eq(again, 2, "%lu buffers copied again in 8 steps", again);
+    cr_expect_eq(off, 1, "%lu layers no longer copied early", off);
 }
 
 // A buffer allocated while a freed buffer's chunk retires keeps its bytes

@@ -19,6 +19,11 @@
 //                       alone is the one written (the H200 Llama's step, a
 //                       word landing in one of two buffers of a layer by
 //                       turns).
+//   watched_write rotate  layer 0 makes four buffers, and layer 1 writes
+//                       buffer step % 4 (8 steps): a use the steps before
+//                       did not show, every step up to the fifth (the
+//                       word the H200 Llama's step lands with, in a
+//                       different buffer of a layer each step).
 // Prints one line per step, `step=<s> ok=<0|1>`, and last
 // `offloaded=<bytes>`; exit 1 on a wrong byte.
 #include <cuda_runtime_api.h>
@@ -35,6 +40,7 @@
 #define N     (1u << 20) // floats: 4 MiB, above AOSHIM_MIN_BYTES
 #define STEPS 4
 #define STEPS_ALTERNATE 8
+#define NBUF            4 // layer 0's buffers in `rotate` (two otherwise)
 
 #define WIDE 16 // a's words in `wide`: AO_SCAN_WATCHED_WORDS
 
@@ -74,7 +80,9 @@ int main(int argc, char **argv)
 {
     const bool through_wide = argc > 1 && !strcmp(argv[1], "wide");
     const bool alternate = argc > 1 && !strcmp(argv[1], "alternate");
-    const int steps = alternate ? STEPS_ALTERNATE : STEPS;
+    const bool rotate = argc > 1 && !strcmp(argv[1], "rotate");
+    const int steps = alternate || rotate ? STEPS_ALTERNATE : STEPS;
+    const int nbuf = rotate ? NBUF : 2;
     plus_one_register(2000);
     sim_kernel_desc_t w = {.name = "wide",
                            .fn = wide_fn,
@@ -95,14 +103,16 @@ int main(int argc, char **argv)
     for (int step = 0; step < steps; step++) {
         for (unsigned i = 0; i < N; i++)
             host[i] = (float)(i % 1000) + (float)step;
-        float *a, *b, *src, *t1, *t2;
+        float *buf[NBUF], *src, *t1, *t2;
         aoshim_try_layer_begin(0);
-        CHECK(cudaMallocAsync((void **)&a, N * sizeof(float), stream));
-        CHECK(cudaMallocAsync((void **)&b, N * sizeof(float), stream));
-        CHECK(cudaMemcpyAsync(a, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
-        CHECK(cudaMemcpyAsync(b, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
+        for (int k = 0; k < nbuf; k++) {
+            CHECK(cudaMallocAsync((void **)&buf[k], N * sizeof(float), stream));
+            CHECK(cudaMemcpyAsync(buf[k], host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
+        }
         aoshim_try_layer_end(0);
+        float *a = buf[0], *b = buf[1];
         float *out = through_wide || (alternate && step % 2) ? b : a; // layer 1 writes host + 1
+        if (rotate) out = buf[step % NBUF];
         // Outside every layer: plus_one's `out` place holds a small integer once.
         CHECK(cudaMalloc((void **)&src, N * sizeof(float)));
         CHECK(cudaMemcpyAsync(src, host, N * sizeof(float), cudaMemcpyHostToDevice, stream));
@@ -130,8 +140,8 @@ int main(int argc, char **argv)
         int ok = 1;
         for (unsigned i = 0; i < N && ok; i++)
             ok = back[i] == host[i] + 1.0f;
-        CHECK(cudaFreeAsync(a, stream));
-        CHECK(cudaFreeAsync(b, stream));
+        for (int k = 0; k < nbuf; k++)
+            CHECK(cudaFreeAsync(buf[k], stream));
         aoshim_try_backward_end(0);
         aoshim_try_step_end();
         CHECK(cudaFree(src));
