@@ -12,6 +12,12 @@
 #     carries in a third of the step, the forward's share): step time against
 #     without aoshim (target 1.03x or less) and the budget kept or not, each
 #     step;
+#   - auto with a budget the link hides in the forward as measured (the
+#     issue's words: the bytes fit into the forward's time at the link's
+#     rate; the forward's layers without offloading, from aoshim's timeline
+#     of them), hidden_fwd: the same figures (target 1.03x or less); where
+#     the forward is less than a third of the step, a budget nearer the
+#     peak than the one above;
 #   - auto with a budget 25% of the activations under the peak: kept or not,
 #     and its step time against the fastest static AOSHIM_OFFLOAD_LAYERS=k
 #     that keeps it (target 1.10x or less);
@@ -22,7 +28,14 @@
 #     model against the engine; and the host's time in virtual-memory calls
 #     (vmm_ms_per_step, the simulator's H200 figures, the run's mean) with
 #     the mappings aoshim made in the last step (mappings_last_step, from
-#     its report: physical memory moved between address ranges);
+#     its report: physical memory moved between address ranges); and for
+#     the budget the link hides, floor_x: the least step time any schedule
+#     whose copies start at a layer's end can have there (the bytes must be
+#     off by the peak, the link carries them from layer 0's end on; where
+#     the peak is in the forward of layer L, by L's end: from the steps
+#     without offloading, aoshim's timeline of them), and floor_any_x, the
+#     same for copies from the forward's start (every tensor copied as it is
+#     made): above 1.03, the budget is more than the forward's time carries;
 #   - every static k: peak, step.
 # Then the same for each step recorded on a real GPU in the repository
 # (tests/replay/data/*/base-record.trace and */*/base-record.trace, its
@@ -96,7 +109,49 @@ def median(xs):
     return xs[len(xs) // 2] if xs else 0
 
 
-def measure(trace, peak, step, serve, sim=()):
+def forward_ends(trace, sim=()):
+    """Each forward layer's end on the GPU, from the start of layer 0's
+    forward, in steps that offload nothing (aoshim tracking nothing: its
+    timeline, AOSHIM_TRACE), the median over the steps after the first, in
+    ns: {layer: end}."""
+    with tempfile.TemporaryDirectory() as d:
+        tl = os.path.join(d, "t.json")
+        replay(trace, "AOSHIM_OFFLOAD_LAYERS=0", f"AOSHIM_TRACE={tl}", sim=sim)
+        if not os.path.exists(tl):
+            return {}
+        with open(tl) as f:
+            doc = json.load(f)
+    ev = [e for e in (doc["traceEvents"] if isinstance(doc, dict) else doc)
+          if e.get("ph") == "X" and re.match(r"forward L\d+ ", e.get("name", ""))]
+    starts = sorted(e["ts"] for e in ev if e["name"].startswith("forward L0 "))
+    ends = {}
+    for i in range(1, len(starts)):
+        hi = starts[i + 1] if i + 1 < len(starts) else float("inf")
+        for e in ev:
+            if starts[i] <= e["ts"] < hi:
+                layer = int(e["name"].split()[1][1:])
+                ends.setdefault(layer, []).append((e["ts"] + e["dur"] - starts[i]) * 1000)
+    return {k: median(v) for k, v in ends.items()}
+
+
+def floor_x(doc, step, fwd_end, hide, from_start=False):
+    """The least step time, against the step without aoshim, of any schedule
+    whose copies start at a layer's end (from_start: at the forward's start,
+    as if every tensor went as it was made), under a budget hide bytes below
+    the peak: those bytes must be off the device by the peak, and the link
+    carries them from layer 0's end on. Where the peak is in the forward of
+    layer L (the plan says), it has passed by L's end, so the forward stops
+    at least hide / LINK less that window. Where the peak is later, the
+    forward gives no bound (1.00)."""
+    m = re.search(r"its peak in the forward of layer (\d+)",
+                  ((doc or {}).get("summary") or {}).get("plan") or "")
+    if not m or 0 not in fwd_end or int(m.group(1)) not in fwd_end:
+        return 1.0
+    window = fwd_end[int(m.group(1))] - (0 if from_start else fwd_end[0])
+    return (step + max(0.0, hide / LINK - window)) / step
+
+
+def measure(trace, peak, step, serve, sim=(), fwd_end=None):
     fig, peaks, times, doc = replay(trace, "AOSHIM_OFFLOAD_LAYERS=all", serve, sim=sim)
     s = doc["summary"]
     nlayers = len(doc["layers"])
@@ -119,7 +174,16 @@ def measure(trace, peak, step, serve, sim=()):
         print(f"static k={k} peak_in_use_gib={gib(static[k][0])} step_x={static[k][1] / step:.2f}")
 
     hide = int(LINK * step / 3)  # bytes (GB/s = bytes/ns) the link carries in a third of a step
-    for name, budget in (("hidden", peak - hide), ("25pct", peak - acts // 4)):
+    budgets = [("hidden", peak - hide), ("25pct", peak - acts // 4)]
+    # The issue's own words: the bytes fit into the forward's time at the
+    # link's rate, the forward measured (its layers, from layer 0's start to
+    # the last one's end, without offloading). A third of the step is more
+    # than that where the head and the optimizer take more than a third
+    # (the H200 GPT-2: 30.7 ms of a 110 ms step).
+    if fwd_end:
+        budgets.insert(1, ("hidden_fwd", peak - int(LINK * fwd_end[max(fwd_end)])))
+    for name, budget in budgets:
+        hide = peak - budget
         fig, peaks, times, doc = replay(trace, f"AOSHIM_BUDGET={budget}", serve, sim=sim)
         kept = peaks[-1] <= budget
         best = min((t for p, t in static.values() if p <= budget), default=None)
@@ -134,7 +198,9 @@ def measure(trace, peak, step, serve, sim=()):
               f"steps_over={sum(p > budget for p in peaks)} "
               f"most_over_mib={max([0] + [p - budget for p in peaks]) / 2**20:.1f} "
               f"last_step_x={times[-1] / step:.2f} steps_x_from_4th={median(times[3:]) / step:.2f}"
-              + (f" (target <= 1.03)" if name == "hidden" else "")
+              + (f" (target <= 1.03) floor_x={floor_x(doc, step, fwd_end or {}, hide):.2f}"
+                 f" floor_any_x={floor_x(doc, step, fwd_end or {}, hide, True):.2f}"
+                 if name.startswith("hidden") else "")
               + (f" vs_best_static={times[-1] / best:.2f} (target <= 1.10)"
                  if name == "25pct" and best else "")
               + f" exposed_ms={(times[-1] - step) / 1e6:.2f}"
@@ -185,9 +251,10 @@ def bench(name, trace, sim=()):
     # one pool for both (offload/serve.c), from the first step here (the
     # traces set the pool's release threshold to the maximum, as PyTorch
     # does).
+    fwd_end = forward_ends(trace, sim)
     for serve in ("0", "auto"):
         print(f"-- AOSHIM_SERVE={serve}")
-        measure(trace, peak, step, f"AOSHIM_SERVE={serve}", sim=sim)
+        measure(trace, peak, step, f"AOSHIM_SERVE={serve}", sim=sim, fwd_end=fwd_end)
 
 
 def main():
