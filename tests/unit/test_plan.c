@@ -86,6 +86,30 @@ Test(plan, a_slow_link_costs_forward_time)
                   (unsigned long long)p.exposed_ns, want);
 }
 
+// Early copies: a layer's copy out starts at its own end. A layer whose
+// uses after its end were not learnt (ao_plan_in_t.early_off, engine.c's
+// early_unlearnt) is modelled with its copy at its release point, the next
+// layer's end, as without early copies: on a link slower than the forward,
+// the first copy a layer later exposes a layer's forward more.
+Test(plan, a_layer_not_copied_early_starts_its_copy_at_its_release_point)
+{
+    ao_plan_in_t in = step(1000000, 5, W + 2 * T);
+    ao_plan_t early, off, late;
+    in.early_copy = true;
+    ao_plan_predict(&in, 3, 1, &early);
+    const uint64_t layer0[1] = {1};
+    in.early_off = layer0;
+    ao_plan_predict(&in, 3, 1, &off);
+    in.early_off = NULL;
+    in.early_copy = false;
+    ao_plan_predict(&in, 3, 1, &late);
+    cr_assert_eq(off.exposed_ns, late.exposed_ns, "%llu against %llu without early copies",
+                 (unsigned long long)off.exposed_ns, (unsigned long long)late.exposed_ns);
+    cr_assert_geq((double)off.exposed_ns, (double)early.exposed_ns + 1e6 - 1e3,
+                  "%llu against %llu with layer 0 early", (unsigned long long)off.exposed_ns,
+                  (unsigned long long)early.exposed_ns);
+}
+
 // No plan meets an impossible budget: the lowest peak, said.
 Test(plan, an_impossible_budget_is_said)
 {
