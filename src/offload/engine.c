@@ -126,12 +126,18 @@ static void defer_host_slots(ao_chunk_t *c)
 // AOSHIM_CHECK.
 static bool layer_selected(int layer);
 
+// Layer l (0 <= l < AO_MAX_LAYERS) is no longer copied early (early_unlearnt).
+static bool early_off(int l)
+{
+    return (ao_eng.early_off[l / 64] >> (l % 64)) & 1;
+}
+
 static bool early_ok(const ao_scope_t *s)
 {
     const int l = s->layer;
     return ao_early_copies() && ao_eng.nlayers > 0 && !s->recompute && !s->passthrough && l >= 0 &&
            l < AO_MAX_LAYERS && ao_sched_now.layer[l].copy_at == l + 1 &&
-           ao_sched_now.layer[l].offload && !((ao_eng.early_off[l / 64] >> (l % 64)) & 1);
+           ao_sched_now.layer[l].offload && !early_off(l);
 }
 
 bool ao_early_copies(void)
@@ -295,8 +301,7 @@ static void early_unlearnt(const ao_scope_t *s)
 {
     ao_stat_add(AO_STAT_EARLY_COPIED_AGAIN, 1);
     const int l = s->layer;
-    if (l >= 0 && l < AO_MAX_LAYERS && ao_eng.early_watches[l] > 1 &&
-        !((ao_eng.early_off[l / 64] >> (l % 64)) & 1)) {
+    if (l >= 0 && l < AO_MAX_LAYERS && ao_eng.early_watches[l] > 1 && !early_off(l)) {
         ao_eng.early_off[l / 64] |= 1ull << (l % 64);
         ao_stat_add(AO_STAT_EARLY_OFF_LAYERS, 1);
         if (ao_config.verbose)

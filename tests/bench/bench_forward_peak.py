@@ -173,8 +173,8 @@ def measure(trace, peak, step, serve, sim=(), fwd_end=None):
         static[k] = (max(peaks[1:]), median(times[1:]))
         print(f"static k={k} peak_in_use_gib={gib(static[k][0])} step_x={static[k][1] / step:.2f}")
 
-    hide = int(LINK * step / 3)  # bytes (GB/s = bytes/ns) the link carries in a third of a step
-    budgets = [("hidden", peak - hide), ("25pct", peak - acts // 4)]
+    third = int(LINK * step / 3)  # bytes (GB/s = bytes/ns) the link carries in a third of a step
+    budgets = [("hidden", peak - third), ("25pct", peak - acts // 4)]
     # The issue's own words: the bytes fit into the forward's time at the
     # link's rate, the forward measured (its layers, from layer 0's start to
     # the last one's end, without offloading). A third of the step is more
@@ -183,7 +183,7 @@ def measure(trace, peak, step, serve, sim=(), fwd_end=None):
     if fwd_end:
         budgets.insert(1, ("hidden_fwd", peak - int(LINK * fwd_end[max(fwd_end)])))
     for name, budget in budgets:
-        hide = peak - budget
+        hide = peak - budget  # the bytes that must be off the device at the peak
         fig, peaks, times, doc = replay(trace, f"AOSHIM_BUDGET={budget}", serve, sim=sim)
         kept = peaks[-1] <= budget
         best = min((t for p, t in static.values() if p <= budget), default=None)
