@@ -7,6 +7,7 @@ uint64_t ao_stats[AO_STAT_COUNT];
 static uint64_t step_peak_without, step_peak_with;
 int ao_stat_where_now;
 void (*ao_stat_on_high)(void);
+void (*ao_stat_on_peak_without)(void);
 static int step_peak_where;
 const char *const ao_stat_label[AO_STAT_COUNT] = {
 #define X(NAME, label) label,
@@ -22,6 +23,12 @@ static bool step_max(uint64_t *m, uint64_t v)
            !__atomic_compare_exchange_n(m, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     }
     return v > cur;
+}
+
+static void peak_without_hook(void)
+{
+    void (*hook)(void) = __atomic_load_n(&ao_stat_on_peak_without, __ATOMIC_ACQUIRE);
+    if (hook) hook();
 }
 
 void ao_stat_device(int64_t passthrough, int64_t resident, int64_t live)
@@ -44,9 +51,11 @@ void ao_stat_device(int64_t passthrough, int64_t resident, int64_t live)
     ao_stat_max(AO_STAT_PEAK_WITHOUT_BYTES, without);
     if (passthrough > 0)
         ao_stat_max(AO_STAT_PEAK_NEED_BYTES, pt + ao_stat_get(AO_STAT_TRACKED_NEED_BYTES));
-    if (step_max(&step_peak_without, without))
+    if (step_max(&step_peak_without, without)) {
         __atomic_store_n(&step_peak_where, __atomic_load_n(&ao_stat_where_now, __ATOMIC_RELAXED),
                          __ATOMIC_RELAXED);
+        peak_without_hook();
+    }
     step_max(&step_peak_with, with);
 }
 
@@ -94,4 +103,5 @@ void ao_stat_step_reset(void)
                      __ATOMIC_RELAXED);
     __atomic_store_n(&step_peak_with, pt + ao_stat_get(AO_STAT_TRACKED_RESIDENT_BYTES),
                      __ATOMIC_RELAXED);
+    peak_without_hook();
 }

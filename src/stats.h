@@ -97,6 +97,10 @@ void ao_stat_need(int64_t bytes);
 // 2 MiB at least over the last call's: the engine samples the driver's
 // count there (offload/auto.c). NULL until the engine is ready.
 extern void (*ao_stat_on_high)(void);
+// Called (any thread) when this step's peak without offloading rises, and
+// at ao_stat_step_reset: the planner notes what each layer holds there
+// (offload/auto.c). NULL until the engine is ready.
+extern void (*ao_stat_on_peak_without)(void);
 // The peak without offloading since the last ao_stat_step_reset (the
 // planner's measure of a step's need), the peak with it (what aoshim counts
 // on the device: passed through and tracked with device memory), and the

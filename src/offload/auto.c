@@ -134,6 +134,8 @@ static void device_high(void)
 void ao_device_sampling_on(void)
 {
     __atomic_store_n(&ao_stat_on_high, device_high, __ATOMIC_RELEASE);
+    if (ao_auto.on)
+        __atomic_store_n(&ao_stat_on_peak_without, ao_auto_live_at_peak, __ATOMIC_RELEASE);
 }
 
 // What the allocators hold on the device now: the program's allocations
@@ -411,6 +413,60 @@ static double link_bw(uint64_t bytes, uint64_t ns)
     return ns ? (double)bytes / (double)ns : 0;
 }
 
+// The layer a plan offloads in part, or -1.
+static int split_layer(const ao_plan_t *p, const uint64_t *bytes)
+{
+    return p->count > 0 && p->part && p->part < bytes[p->count - 1] ? p->count - 1 : -1;
+}
+
+// A layer offloaded in part has chunks of a buffer or a few each, where
+// the whole layer has one: a buffer it frees after its end (the H200
+// Llama's head frees two of 32 MiB of every layer) gives its memory back in
+// the first, and not in the second until the layer's backward. The step's
+// peak without offloading is counted in chunks, so a step that split a
+// layer held less at its peak than one that maps it whole: the Llama's
+// layer 3, split, held 930 MiB at the peak and 988 whole, and the plan made
+// from that step (layer 2 split, layer 3 whole) put the next step 42 MiB
+// over the budget the link hides (replayed). So the layer this step split,
+// when the next plan does not split it, counts at the peak what it held
+// there the last step it was whole. (Split again, it holds what it held.)
+static void split_correct(ao_plan_in_t *in, bool under_plan)
+{
+    const int n = in->nlayers, was = under_plan ? split_layer(&ao_auto.plan, ao_auto.bytes) : -1;
+    uint64_t add = 0;
+    if (was >= 0 && ao_auto.whole_at_peak[was] > ao_auto.live_at_peak[was])
+        add = ao_auto.whole_at_peak[was] - ao_auto.live_at_peak[was];
+    for (int l = 0; l < n; l++)
+        if (l != was)
+            ao_auto.whole_at_peak[l] = __atomic_load_n(&ao_auto.live_at_peak[l], __ATOMIC_RELAXED);
+    if (!add) return;
+    ao_plan_t p;
+    ao_plan_make(in, &p);
+    if (split_layer(&p, in->bytes) != was) in->peak_without += add;
+}
+
+// A layer's chunks made (bytes > 0) or gone (< 0), as the peak without
+// offloading counts them (ao_stat_device's live), before that count moves.
+void ao_auto_layer_live(int layer, int64_t bytes)
+{
+    if (layer < 0 || layer >= AO_MAX_LAYERS) return;
+    __atomic_add_fetch(&ao_auto.live[layer], (uint64_t)bytes, __ATOMIC_RELAXED);
+    int n = __atomic_load_n(&ao_auto.live_n, __ATOMIC_RELAXED);
+    while (layer >= n && !__atomic_compare_exchange_n(&ao_auto.live_n, &n, layer + 1, true,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+// The step's peak without offloading rose (stats.c's hook): what each
+// layer holds at it.
+void ao_auto_live_at_peak(void)
+{
+    const int n = __atomic_load_n(&ao_auto.live_n, __ATOMIC_RELAXED); // (the first step's too)
+    for (int l = 0; l < n; l++)
+        __atomic_store_n(&ao_auto.live_at_peak[l],
+                         __atomic_load_n(&ao_auto.live[l], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+}
+
 // At a step's end: plan the next from what this one measured.
 void ao_auto_step(void)
 {
@@ -533,6 +589,7 @@ void ao_auto_step(void)
         .early_copy = ao_early_copies(),
         .early_off = ao_eng.early_off,
     };
+    split_correct(&in, under_plan);
     ao_stat_step_reset();
     // The plan made when the shapes changed came from estimates: this one,
     // the first measured, answers the same change (and a later one does not).

@@ -529,6 +529,7 @@ static ao_chunk_t *chunk_make(ao_scope_t *s, size_t size, size_t least, bool spl
         return NULL;
     }
     if (!served) {
+        ao_auto_layer_live(s->layer, (int64_t)size);
         ao_stat_device(0, 0, (int64_t)size);
         ao_rec_memory(s->layer, (int64_t)size, 0);
     }
@@ -567,7 +568,10 @@ static void chunk_drop(ao_chunk_t *c)
     ao_event_put(c->ev_out, false);
     for (int i = 0; i < c->nfree_ev; i++)
         ao_event_put(c->free_ev[i], false);
-    if (!c->served) ao_stat_device(0, 0, -(int64_t)c->size);
+    if (!c->served) {
+        ao_auto_layer_live(c->scope->layer, -(int64_t)c->size);
+        ao_stat_device(0, 0, -(int64_t)c->size);
+    }
     for (ao_chunk_t **pp = &c->scope->chunks; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;

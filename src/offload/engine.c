@@ -53,7 +53,6 @@ bool ao_engine_ensure_ready(void)
     }
     ao_eng.ctx = c;
     ao_eng.ready = true;
-    ao_device_sampling_on();
     ao_eng.t0 = ao_ev_record(ao_eng.d2h, true);
     ao_eng.last_reload = ao_event_get(false);
     char name[256] = "";
@@ -65,6 +64,7 @@ bool ao_engine_ensure_ready(void)
     ao_auto.on = ao_config.offload_layers.kind == AO_LAYERS_AUTO;
     ao_auto.timing = ao_auto.on || ao_config.report_html || ao_config.trace;
     if (ao_auto.on) ao_auto_budget();
+    ao_device_sampling_on();
     ao_sched_update();
     return true;
 }

@@ -281,6 +281,11 @@ typedef struct ao_auto_s {
     uint64_t want[AO_MAX_LAYERS];
     uint64_t passed[AO_MAX_LAYERS]; // ... and gained by the real allocator, passed through
     uint64_t peak_without;          // the last measured step's
+    // A layer's chunks (all microbatches'): now, at this step's peak
+    // without offloading, and at the peak of the last step that did not
+    // split it (auto.c: split_correct).
+    uint64_t live[AO_MAX_LAYERS], live_at_peak[AO_MAX_LAYERS], whole_at_peak[AO_MAX_LAYERS];
+    int live_n;                     // the layers live counts (the highest seen + 1)
     int peak_where;                 // ... and where in the step it came (AO_WHERE_*)
     uint64_t fwd_est[AO_MAX_LAYERS], bwd_est[AO_MAX_LAYERS]; // times, not measured since
     bool reshaped;
@@ -465,6 +470,10 @@ bool ao_pool_keeps(CUmemoryPool pool);
 // program's pool beside aoshim's is no longer there.
 void ao_auto_serving_began(void);
 void ao_auto_trim_to_learned(void);
+// A layer's chunks made (bytes > 0) or gone, before ao_stat_device counts
+// them; and the snapshot of them at the step's peak without offloading.
+void ao_auto_layer_live(int layer, int64_t bytes);
+void ao_auto_live_at_peak(void);
 
 // --- graph.c ---------------------------------------------------------------------------------
 void ao_pin_for_capture(ao_chunk_t *c, uint64_t capture);

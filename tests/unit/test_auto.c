@@ -301,6 +301,56 @@ Test(auto_step, the_peaks_figure_is_held_not_a_boundarys_larger_one)
     __atomic_store_n(&ao_stat_where_now, 0, __ATOMIC_RELAXED);
 }
 
+// A layer's chunks made (bytes > 0) or gone, as the engine counts them: the
+// layer's own count first, then the step's.
+static void layer_chunks(int l, int64_t bytes)
+{
+    ao_auto_layer_live(l, bytes);
+    ao_stat_device(0, 0, bytes);
+}
+
+// A step under a plan that split layer 2 held 60 MiB less of it at its peak
+// than the step before, which mapped it whole (a split layer's buffers
+// freed after its end give their chunks back; a whole chunk holds them):
+// the next plan, which does not split it, is the planner's answer to the
+// peak with the layer as it was whole, not to the peak measured.
+Test(auto_step, a_layer_split_last_step_counts_at_the_peak_what_it_held_whole)
+{
+    fresh_auto();
+    ao_stat_on_peak_without = ao_auto_live_at_peak;
+    ao_auto.budget = 1 * GiB;
+    measured_step(200 * MiB, 5000000, 50); // the measuring step: every layer whole
+    for (int l = 0; l < N; l++)
+        layer_chunks(l, 210 * MiB);
+    ao_auto_step();
+    for (int l = 0; l < N; l++)
+        layer_chunks(l, -210 * (int64_t)MiB);
+    ao_stat_step_reset();
+    // The next step ran under a plan that split layer 2.
+    ao_auto.plan.count = 3;
+    ao_auto.plan.part = 100 * MiB;
+    ao_auto.plans_at_start = (int)ao_auto.plans;
+    measured_step(200 * MiB, 5000000, 50);
+    for (int l = 0; l < N; l++)
+        layer_chunks(l, (l == 2 ? 150 : 210) * (int64_t)MiB);
+    uint64_t peak = ao_stat_step_peak_without();
+    cr_assert_eq(peak, (7 * 210 + 150) * MiB);
+    cr_assert_eq(ao_auto.live_at_peak[2], 150 * MiB);
+    ao_auto_step();
+    cr_assert_eq(ao_auto.peak_without, peak, "the measured figure stays the step's");
+    ao_plan_t measured, whole;
+    plan_for(ao_auto_plan_budget(), &measured);
+    cr_assert(measured.count != 3 || !measured.part, "the test's plan must not split layer 2");
+    ao_auto.peak_without = peak + 60 * MiB;
+    plan_for(ao_auto_plan_budget(), &whole);
+    cr_assert(whole.count != measured.count || whole.part != measured.part,
+              "the 60 MiB must change the plan for the test to mean anything");
+    cr_assert_eq(ao_auto.plan.count, whole.count);
+    cr_assert_eq(ao_auto.plan.part, whole.part);
+    cr_assert_eq(ao_auto.plan.peak, whole.peak);
+    ao_stat_on_peak_without = NULL;
+}
+
 Test(auto_step, an_untracked_layer_keeps_its_last_bytes)
 {
     fresh_auto();
