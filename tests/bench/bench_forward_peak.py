@@ -36,6 +36,9 @@
 #     without offloading, aoshim's timeline of them), and floor_any_x, the
 #     same for copies from the forward's start (every tensor copied as it is
 #     made): above 1.03, the budget is more than the forward's time carries;
+#     and vmm_free_last_step_x, the last step of the same run with the
+#     host's virtual-memory calls free (the simulator's SIM_VMM_COST=0):
+#     what the budget costs beyond the host's mapping;
 #   - every static k: peak, step.
 # Then the same for each step recorded on a real GPU in the repository
 # (tests/replay/data/*/base-record.trace and */*/base-record.trace, its
@@ -193,6 +196,14 @@ def measure(trace, peak, step, serve, sim=(), fwd_end=None):
         # Mappings aoshim made in its last step: physical memory moved
         # between address ranges, about 50 us of the host's each on the H200.
         maps = ((doc or {}).get("steps", {}).get("items") or [{}])[-1].get("vmm_mappings", 0)
+        # The same run with the host's virtual-memory calls free (the
+        # simulator's SIM_VMM_COST=0; the step without aoshim makes none):
+        # how much of what the budget costs is the host's mapping.
+        free_x = None
+        if name.startswith("hidden"):
+            _, _, ftimes, _ = replay(trace, f"AOSHIM_BUDGET={budget}", serve,
+                                     sim=tuple(sim) + ("SIM_VMM_COST=0",))
+            free_x = ftimes[-1] / step if ftimes else None
         print(f"auto budget={name} budget_gib={gib(budget)} each_step_gib="
               f"{','.join(gib(p) for p in peaks)} kept_last_step={int(kept)} "
               f"steps_over={sum(p > budget for p in peaks)} "
@@ -206,6 +217,7 @@ def measure(trace, peak, step, serve, sim=(), fwd_end=None):
               + f" exposed_ms={(times[-1] - step) / 1e6:.2f}"
               + f" vmm_ms_per_step={fig.get('vmm_ms_per_step', 0):.1f}"
               + f" mappings_last_step={maps}"
+              + (f" vmm_free_last_step_x={free_x:.2f}" if free_x else "")
               + (f" plan_exposed_ms={said.group(1)}" if said else ""))
 
 

@@ -158,6 +158,19 @@ static double cfg_double(const char *var, double dflt)
     return x;
 }
 
+// A factor of at least 0 (0 allowed: a cost turned off).
+static double cfg_factor(const char *var, double dflt)
+{
+    const char *v = getenv(var);
+    if (!v || !*v) return dflt;
+    errno = 0;
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !(x >= 0) || !isfinite(x))
+        sim_cfg_die(var, v, "a number of at least 0");
+    return x;
+}
+
 static bool cfg_bool(const char *var)
 {
     const char *v = getenv(var);
@@ -239,6 +252,14 @@ static void cfg_load(void)
     c.set_access = (sim_vmm_cost_t){29000, 195}; // per mapping the range covers
     c.unmap = (sim_vmm_cost_t){19000, 63};       // per mapping the range covers
     c.release = (sim_vmm_cost_t){13000, 500};    // per handle
+    // SIM_VMM_COST scales those five (0: the host maps for free), so that a
+    // measurement can say how much of a step's time is the host's mapping.
+    double vmm = cfg_factor("SIM_VMM_COST", 1.0);
+    sim_vmm_cost_t *costs[] = {&c.mem_create, &c.mem_map, &c.set_access, &c.unmap, &c.release};
+    for (unsigned i = 0; i < sizeof costs / sizeof *costs; i++) {
+        costs[i]->ns = (uint64_t)((double)costs[i]->ns * vmm);
+        costs[i]->ns_per_mib *= vmm;
+    }
     c.reserve_ns = 19000;
     c.alloc_ns = 10000;
     c.free_ns = 10000;

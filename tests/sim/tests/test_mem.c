@@ -622,6 +622,62 @@ Test(vmm, set_access_and_unmap_cost_per_mapping_covered, .init = setup)
     cr_assert_eq(cuMemAddressFree(va, 16 * MiB), CUDA_SUCCESS);
 }
 
+static void setup_vmm_free(void)
+{
+    setenv("SIM_VMM_COST", "0", 1);
+    setup();
+}
+
+static void setup_vmm_double(void)
+{
+    setenv("SIM_VMM_COST", "2", 1);
+    setup();
+}
+
+// SIM_VMM_COST scales the virtual-memory calls' host costs: 0 makes them
+// free (a step's time without the host's mapping), 2 doubles them.
+static uint64_t map_cycle_ns(void)
+{
+    CUmemAllocationProp prop = dev_prop();
+    CUmemAccessDesc d = rw();
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h;
+    cr_assert_eq(cuMemAddressReserve(&va, 8 * MiB, 0, 0, 0), CUDA_SUCCESS);
+    uint64_t v0 = stats().vmm_host_ns;
+    cr_assert_eq(cuMemCreate(&h, 8 * MiB, &prop, 0), CUDA_SUCCESS);
+    cr_assert_eq(cuMemMap(va, 8 * MiB, 0, h, 0), CUDA_SUCCESS);
+    cr_assert_eq(cuMemSetAccess(va, 8 * MiB, &d, 1), CUDA_SUCCESS);
+    cr_assert_eq(cuMemUnmap(va, 8 * MiB), CUDA_SUCCESS);
+    cr_assert_eq(cuMemRelease(h), CUDA_SUCCESS);
+    uint64_t v1 = stats().vmm_host_ns;
+    cr_assert_eq(cuMemAddressFree(va, 8 * MiB), CUDA_SUCCESS);
+    return v1 - v0;
+}
+
+// create 12.5 + 0.096/MiB, map 0.84 + 0.024, set-access 29 + 0.195, unmap
+// 19 + 0.063, release 13 + 0.5 (us), for one 8 MiB handle.
+#define CYCLE_NS                                                                                   \
+    (12500 + 8 * 96 + 840 + 8 * 24 + 29000 + 8 * 195 + 19000 + 8 * 63 + 13000 + 8 * 500)
+
+Test(vmm, the_calls_cost_what_an_h200_measured, .init = setup)
+{
+    cr_assert_eq(map_cycle_ns(), CYCLE_NS);
+}
+
+Test(vmm, sim_vmm_cost_0_makes_the_calls_free, .init = setup_vmm_free)
+{
+    uint64_t h0 = stats().host_ns;
+    cr_assert_eq(map_cycle_ns(), 0);
+    // Left on the host clock: the reservation's 19 us and 0.1 us a call.
+    cr_assert_lt(stats().host_ns - h0, 19000 + 10 * 100 + 1, "%llu",
+                 (unsigned long long)(stats().host_ns - h0));
+}
+
+Test(vmm, sim_vmm_cost_scales_the_calls, .init = setup_vmm_double)
+{
+    cr_assert_eq(map_cycle_ns(), 2 * CYCLE_NS);
+}
+
 Test(vmm, capacity_counts_handles, .init = setup)
 {
     CUmemAllocationProp prop = dev_prop();
