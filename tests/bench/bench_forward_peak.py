@@ -4,7 +4,9 @@
 # backward, AdamW's multi-tensor step) recorded with AOSHIM_RECORD, then
 # replayed on the simulated GPU at a 55 GB/s link, every figure by the
 # driver's count (the replay's peak_in_use_bytes). It prints, for the trace:
-#   - without aoshim: peak in use, median step;
+#   - without aoshim: peak in use, median step, and the most the program
+#     allocated in a forward layer (fwd_most_allocated_gib, the replay's
+#     figure: what any allocator holds in the forward at least);
 #   - all: peak in use, and what it saved against the bytes off the device at
 #     the peak (aoshim's report: peak allocated without offloading less peak
 #     allocated); the target is 60% or more;
@@ -33,7 +35,9 @@
 #     whose copies start at a layer's end can have there (the bytes must be
 #     off by the peak, the link carries them from layer 0's end on; where
 #     the peak is in the forward of layer L, by L's end: from the steps
-#     without offloading, aoshim's timeline of them), and floor_any_x, the
+#     without offloading, aoshim's timeline of them; and whatever the
+#     forward's layers allocated beyond the budget, by each one's end), and
+#     floor_any_x, the
 #     same for copies from the forward's start (every tensor copied as it is
 #     made): above 1.03, the budget is more than the forward's time carries;
 #     and vmm_free_last_step_x, the last step of the same run with the
@@ -95,6 +99,10 @@ def replay(trace, *aoenv, sim=()):
             fig["vmm_ms_per_step"] = int(vmm.group(1)) / 1e6 / fig["steps"]
         peaks = re.search(r"peak_in_use_bytes of each step:((?: \d+)+)", p.stderr)
         times = re.search(r"step_ns of each step:((?: \d+)+)", p.stderr)
+        fwd = re.search(r"most allocated_bytes in each forward layer of the last step:((?: \d+:\d+)+)",
+                        p.stderr)
+        if fwd:
+            fig["fwd_alloc"] = {int(k): int(v) for k, v in (w.split(":") for w in fwd.group(1).split())}
         doc = None
         if aoenv and os.path.exists(rep):
             with open(rep) as f:
@@ -137,24 +145,36 @@ def forward_ends(trace, sim=()):
     return {k: median(v) for k, v in ends.items()}
 
 
-def floor_x(doc, step, fwd_end, hide, from_start=False):
+def floor_x(doc, step, fwd_end, hide, from_start=False, curve=None):
     """The least step time, against the step without aoshim, of any schedule
     whose copies start at a layer's end (from_start: at the forward's start,
     as if every tensor went as it was made), under a budget hide bytes below
     the peak: those bytes must be off the device by the peak, and the link
     carries them from layer 0's end on. Where the peak is in the forward of
     layer L (the plan says), it has passed by L's end, so the forward stops
-    at least hide / LINK less that window. Where the peak is later, the
-    forward gives no bound (1.00)."""
+    at least hide / LINK less that window. curve: (the context's bytes, the
+    budget, the most the program allocated in each forward layer without
+    aoshim, from the replay): whatever allocates, layer L holds at least the
+    context and those bytes by its end, so all above the budget must be off
+    by then. Where neither binds (the peak later, the forward's allocations
+    under the budget), the forward gives no bound (1.00)."""
+    if 0 not in fwd_end:
+        return 1.0
+    t0 = 0 if from_start else fwd_end[0]
+    need = []  # (bytes off by then, window)
     m = re.search(r"its peak in the forward of layer (\d+)",
                   ((doc or {}).get("summary") or {}).get("plan") or "")
-    if not m or 0 not in fwd_end or int(m.group(1)) not in fwd_end:
-        return 1.0
-    window = fwd_end[int(m.group(1))] - (0 if from_start else fwd_end[0])
-    return (step + max(0.0, hide / LINK - window)) / step
+    if m and int(m.group(1)) in fwd_end:
+        need.append((hide, fwd_end[int(m.group(1))] - t0))
+    if curve:
+        ctx, budget, alloc = curve
+        need += [(ctx + b - budget, fwd_end[l] - t0) for l, b in alloc.items() if l in fwd_end]
+    stop = max([0.0] + [n / LINK - w for n, w in need])
+    return (step + stop) / step
 
 
-def measure(trace, peak, step, serve, sim=(), fwd_end=None):
+def measure(trace, peak, step, serve, sim=(), fwd_end=None, fwd_alloc=None):
+    ctx = next((int(p.split("=", 1)[1]) for p in sim if p.startswith("SIM_CONTEXT_BYTES=")), 0)
     fig, peaks, times, doc = replay(trace, "AOSHIM_OFFLOAD_LAYERS=all", serve, sim=sim)
     s = doc["summary"]
     nlayers = len(doc["layers"])
@@ -187,6 +207,7 @@ def measure(trace, peak, step, serve, sim=(), fwd_end=None):
         budgets.insert(1, ("hidden_fwd", peak - int(LINK * fwd_end[max(fwd_end)])))
     for name, budget in budgets:
         hide = peak - budget  # the bytes that must be off the device at the peak
+        curve = (ctx, budget, fwd_alloc) if fwd_alloc else None
         fig, peaks, times, doc = replay(trace, f"AOSHIM_BUDGET={budget}", serve, sim=sim)
         kept = peaks[-1] <= budget
         best = min((t for p, t in static.values() if p <= budget), default=None)
@@ -209,8 +230,8 @@ def measure(trace, peak, step, serve, sim=(), fwd_end=None):
               f"steps_over={sum(p > budget for p in peaks)} "
               f"most_over_mib={max([0] + [p - budget for p in peaks]) / 2**20:.1f} "
               f"last_step_x={times[-1] / step:.2f} steps_x_from_4th={median(times[3:]) / step:.2f}"
-              + (f" (target <= 1.03) floor_x={floor_x(doc, step, fwd_end or {}, hide):.2f}"
-                 f" floor_any_x={floor_x(doc, step, fwd_end or {}, hide, True):.2f}"
+              + (f" (target <= 1.03) floor_x={floor_x(doc, step, fwd_end or {}, hide, curve=curve):.2f}"
+                 f" floor_any_x={floor_x(doc, step, fwd_end or {}, hide, True, curve):.2f}"
                  if name.startswith("hidden") else "")
               + (f" vs_best_static={times[-1] / best:.2f} (target <= 1.10)"
                  if name == "25pct" and best else "")
@@ -257,7 +278,8 @@ def bench(name, trace, sim=()):
     peak, step = base["peak_in_use_bytes"], median(btimes[1:])
     print(f"== {name}")
     print(f"without_aoshim peak_in_use_gib={gib(peak)} step_ms={step / 1e6:.2f} "
-          f"fwd_in_use_gib={gib(base['fwd_in_use_bytes'])}")
+          f"fwd_in_use_gib={gib(base['fwd_in_use_bytes'])} "
+          f"fwd_most_allocated_gib={gib(max((base.get('fwd_alloc') or {0: 0}).values()))}")
     # AOSHIM_SERVE=0: the program's own allocations in its pool beside
     # aoshim's memory; auto (the default): served from aoshim's memory,
     # one pool for both (offload/serve.c), from the first step here (the
@@ -266,7 +288,8 @@ def bench(name, trace, sim=()):
     fwd_end = forward_ends(trace, sim)
     for serve in ("0", "auto"):
         print(f"-- AOSHIM_SERVE={serve}")
-        measure(trace, peak, step, f"AOSHIM_SERVE={serve}", sim=sim, fwd_end=fwd_end)
+        measure(trace, peak, step, f"AOSHIM_SERVE={serve}", sim=sim, fwd_end=fwd_end,
+                fwd_alloc=base.get("fwd_alloc"))
 
 
 def main():

@@ -182,6 +182,11 @@ static struct {
 } note;
 
 static int cur_step; // 1-based replayed step, 0 in the setup
+// The most allocated in each forward layer: this step's, the last whole
+// step's; the forward layer open (-1: none).
+#define FWD_END_MAX 4096
+static uint64_t fwd_end_now[FWD_END_MAX], fwd_end_last[FWD_END_MAX];
+static int fwd_end_n, fwd_open = -1;
 static int cur_phase = -1;
 static size_t cur_line;
 
@@ -1107,9 +1112,15 @@ static void sample(void)
     }
 }
 
+static void fwd_note(void)
+{
+    if (fwd_open >= 0 && M.live > fwd_end_now[fwd_open]) fwd_end_now[fwd_open] = M.live;
+}
+
 static void count_alloc(uint64_t bytes)
 {
     M.live += bytes;
+    fwd_note();
     if (M.live > M.peak_device) {
         M.peak_device = M.live;
         M.peak_device_line = cur_line;
@@ -2049,6 +2060,20 @@ static void issue(size_t i)
         issue_copy(i, r);
         break;
     case K_LAYER:
+        // The most the program had allocated in each forward layer, from its
+        // begin to its end (the most over microbatches): what any allocator
+        // holds there at least, for a floor on any schedule
+        // (tests/bench/bench_forward_peak.py). Not the driver's count: a
+        // pool that keeps its frees holds its high-water from the first
+        // layer on.
+        if (r->op == LO_BEGIN && r->id >= 0 && r->id < FWD_END_MAX) {
+            fwd_open = r->id;
+            fwd_note();
+            if (r->id >= fwd_end_n) fwd_end_n = r->id + 1;
+        } else if (r->op == LO_END) {
+            fwd_note();
+            fwd_open = -1;
+        }
         // Device memory in use when the step's backward begins: after the
         // loss, before the backward's own reloads.
         if (r->op == LO_BWD_BEGIN && !bwd_seen) {
@@ -2357,6 +2382,12 @@ static void say_notes(void)
                 note.undeclared_kernels);
     say_each_step("step_ns", M.step_ns, M.nstep_ns);
     say_each_step("peak_in_use_bytes", M.in_use_of_step, M.nin_use);
+    if (fwd_end_n) {
+        fprintf(stderr, PROG ": most allocated_bytes in each forward layer of the last step:");
+        for (int l = 0; l < fwd_end_n; l++)
+            fprintf(stderr, " %d:%" PRIu64, l, fwd_end_last[l]);
+        fprintf(stderr, "\n");
+    }
     const char *none = "(no phase record)";
     fprintf(stderr,
             PROG ": peak_device_bytes at trace line %zu (step %d, phase %s); peak_in_use_bytes at "
@@ -2474,6 +2505,8 @@ int main(int argc, char **argv)
         M.in_use_of_step = grow(M.in_use_of_step, &M.capin_use, M.nin_use + 1, sizeof(uint64_t));
         M.in_use_of_step[M.nin_use++] = M.step_in_use;
         M.step_in_use = 0;
+        memcpy(fwd_end_last, fwd_end_now, sizeof fwd_end_now);
+        memset(fwd_end_now, 0, sizeof fwd_end_now);
         t0 = t;
         M.steps = i;
     }

@@ -129,6 +129,42 @@ def trace_peak(path):
     return peak
 
 
+def trace_fwd_most(path):
+    """The most the trace had allocated in each forward layer (from its
+    begin record to its end, the most over microbatches) of its last step:
+    {layer: bytes}, as the trace's alloc and free records add up."""
+    live, cur, recs = {}, 0, []
+    with open_trace(path) as f:
+        for text in f:
+            w = text.split()
+            if not w or w[0] not in ("alloc", "free", "layer"):
+                continue
+            kv = dict(x.split("=", 1) for x in w[1:])
+            recs.append((int(kv.get("t", 0)), len(recs), w[0], kv))
+    now, last, open_ = {}, {}, None
+    for _, _, kind, kv in sorted(recs, key=lambda r: r[:2]):
+        if kind == "alloc":
+            live[kv["addr"]] = int(kv["size"])
+            cur += int(kv["size"])
+        elif kind == "free":
+            cur -= live.pop(kv["addr"])
+        elif kv.get("op") == "begin":
+            open_ = int(kv["layer"])
+        elif kv.get("op") == "end":
+            open_ = None
+        elif kv.get("op") == "step_end":
+            last, now = now, {}
+        if open_ is not None:
+            now[open_] = max(now.get(open_, 0), cur)
+    return last
+
+
+def fwd_most(err):
+    """The replay's most allocated in each forward layer of its last step."""
+    m = re.search(r"most allocated_bytes in each forward layer of the last step:((?: \d+:\d+)+)", err)
+    return {int(k): int(v) for k, v in (w.split(":") for w in m.group(1).split())} if m else {}
+
+
 def step_durations(path):
     """The dur= of every launch between the first phase record and step_end."""
     total, inside = 0, False
@@ -156,7 +192,7 @@ def group_peak():
     durations; a gzip trace as the plain one; --steps makes the setup once."""
     for name in STEPS:
         path = data(name)
-        rc, fig, _ = run(path)
+        rc, fig, err = run(path)
         ok_clean(fig, name)
         expect(rc == 0, f"{name}: exit {rc}")
         want = trace_peak(path)
@@ -167,6 +203,11 @@ def group_peak():
         expect(0 < fig["fwd_in_use_bytes"] <= fig["peak_in_use_bytes"],
                f"{name}: fwd_in_use_bytes {fig['fwd_in_use_bytes']}")
         expect(fig["late_reloads"] == 0, f"{name}: late_reloads {fig['late_reloads']} without aoshim")
+        # The most allocated in each forward layer of the last step (a
+        # bench's floor reads it): the trace's own sums, layer by layer.
+        want_fwd = trace_fwd_most(path)
+        expect(want_fwd and fwd_most(err) == want_fwd,
+               f"{name}: most allocated in each forward layer {fwd_most(err)}, the trace's {want_fwd}")
         # One compute stream: the step lasts at least its kernels' durations
         # (the kernels without dur= add the replay's model on top).
         durs = step_durations(path)
