@@ -434,8 +434,9 @@ static void split_correct(ao_plan_in_t *in, bool under_plan)
 {
     const int n = in->nlayers, was = under_plan ? split_layer(&ao_auto.plan, ao_auto.bytes) : -1;
     uint64_t add = 0;
-    if (was >= 0 && ao_auto.whole_at_peak[was] > ao_auto.live_at_peak[was])
-        add = ao_auto.whole_at_peak[was] - ao_auto.live_at_peak[was];
+    const uint64_t at =
+        was >= 0 ? __atomic_load_n(&ao_auto.live_at_peak[was], __ATOMIC_RELAXED) : 0;
+    if (was >= 0 && ao_auto.whole_at_peak[was] > at) add = ao_auto.whole_at_peak[was] - at;
     for (int l = 0; l < n; l++)
         if (l != was)
             ao_auto.whole_at_peak[l] = __atomic_load_n(&ao_auto.live_at_peak[l], __ATOMIC_RELAXED);
@@ -451,6 +452,7 @@ void ao_auto_layer_live(int layer, int64_t bytes)
 {
     if (layer < 0 || layer >= AO_MAX_LAYERS) return;
     __atomic_add_fetch(&ao_auto.live[layer], (uint64_t)bytes, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&ao_auto.live_gen, 1, __ATOMIC_RELEASE);
     int n = __atomic_load_n(&ao_auto.live_n, __ATOMIC_RELAXED);
     while (layer >= n && !__atomic_compare_exchange_n(&ao_auto.live_n, &n, layer + 1, true,
                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
@@ -458,9 +460,13 @@ void ao_auto_layer_live(int layer, int64_t bytes)
 }
 
 // The step's peak without offloading rose (stats.c's hook): what each
-// layer holds at it.
+// layer holds at it. Most new peaks are the program's own allocations, which
+// change no layer's count: only a count changed since the last copy is
+// copied again (one load on that path, not a pass over the layers).
 void ao_auto_live_at_peak(void)
 {
+    const uint64_t gen = __atomic_load_n(&ao_auto.live_gen, __ATOMIC_ACQUIRE);
+    if (__atomic_exchange_n(&ao_auto.live_gen_copied, gen, __ATOMIC_RELAXED) == gen) return;
     const int n = __atomic_load_n(&ao_auto.live_n, __ATOMIC_RELAXED); // (the first step's too)
     for (int l = 0; l < n; l++)
         __atomic_store_n(&ao_auto.live_at_peak[l],

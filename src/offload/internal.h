@@ -285,7 +285,8 @@ typedef struct ao_auto_s {
     // without offloading, and at the peak of the last step that did not
     // split it (auto.c: split_correct).
     uint64_t live[AO_MAX_LAYERS], live_at_peak[AO_MAX_LAYERS], whole_at_peak[AO_MAX_LAYERS];
-    int live_n;                     // the layers live counts (the highest seen + 1)
+    int live_n;                         // the layers live counts (the highest seen + 1)
+    uint64_t live_gen, live_gen_copied; // live's changes: made, and as of the last copy
     int peak_where;                 // ... and where in the step it came (AO_WHERE_*)
     uint64_t fwd_est[AO_MAX_LAYERS], bwd_est[AO_MAX_LAYERS]; // times, not measured since
     bool reshaped;
