@@ -108,18 +108,25 @@ def open_trace(path):
     return gzip.open(path, "rt") if gz else open(path)
 
 
-def trace_peak(path):
-    """The most the trace had allocated at once: its alloc and free records,
-    in the order the program made them (t=, file order among equals)."""
-    live, cur, peak, recs = {}, 0, 0, []
+def trace_records(path, kinds):
+    """The trace's records of those kinds, (kind, fields), in the order the
+    program made them (t=, file order among equals)."""
+    recs = []
     with open_trace(path) as f:
         for text in f:
             w = text.split()
-            if not w or w[0] not in ("alloc", "free"):
+            if not w or w[0] not in kinds:
                 continue
             kv = dict(x.split("=", 1) for x in w[1:])
             recs.append((int(kv.get("t", 0)), len(recs), w[0], kv))
-    for _, _, kind, kv in sorted(recs, key=lambda r: r[:2]):
+    return [(kind, kv) for _, _, kind, kv in sorted(recs, key=lambda r: r[:2])]
+
+
+def trace_peak(path):
+    """The most the trace had allocated at once: its alloc and free records,
+    in the order the program made them."""
+    live, cur, peak = {}, 0, 0
+    for kind, kv in trace_records(path, ("alloc", "free")):
         if kind == "alloc":
             live[kv["addr"]] = int(kv["size"])
             cur += int(kv["size"])
@@ -133,16 +140,9 @@ def trace_fwd_most(path):
     """The most the trace had allocated in each forward layer (from its
     begin record to its end, the most over microbatches) of its last step:
     {layer: bytes}, as the trace's alloc and free records add up."""
-    live, cur, recs = {}, 0, []
-    with open_trace(path) as f:
-        for text in f:
-            w = text.split()
-            if not w or w[0] not in ("alloc", "free", "layer"):
-                continue
-            kv = dict(x.split("=", 1) for x in w[1:])
-            recs.append((int(kv.get("t", 0)), len(recs), w[0], kv))
+    live, cur = {}, 0
     now, last, open_ = {}, {}, None
-    for _, _, kind, kv in sorted(recs, key=lambda r: r[:2]):
+    for kind, kv in trace_records(path, ("alloc", "free", "layer")):
         if kind == "alloc":
             live[kv["addr"]] = int(kv["size"])
             cur += int(kv["size"])

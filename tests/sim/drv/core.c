@@ -146,28 +146,16 @@ static uint64_t cfg_size(const char *var, uint64_t dflt, bool zero)
     return (uint64_t)bytes;
 }
 
-static double cfg_double(const char *var, double dflt)
+// A positive number; zero: 0 allowed too (a cost turned off).
+static double cfg_double(const char *var, double dflt, bool zero)
 {
     const char *v = getenv(var);
     if (!v || !*v) return dflt;
     errno = 0;
     char *end;
     double x = strtod(v, &end);
-    if (end == v || *end || errno || !(x > 0) || !isfinite(x))
-        sim_cfg_die(var, v, "a positive number");
-    return x;
-}
-
-// A factor of at least 0 (0 allowed: a cost turned off).
-static double cfg_factor(const char *var, double dflt)
-{
-    const char *v = getenv(var);
-    if (!v || !*v) return dflt;
-    errno = 0;
-    char *end;
-    double x = strtod(v, &end);
-    if (end == v || *end || errno || !(x >= 0) || !isfinite(x))
-        sim_cfg_die(var, v, "a number of at least 0");
+    if (end == v || *end || errno || !(x > 0 || (zero && x == 0)) || !isfinite(x))
+        sim_cfg_die(var, v, zero ? "a number of at least 0" : "a positive number");
     return x;
 }
 
@@ -235,9 +223,9 @@ static void cfg_load(void)
     // recorded on a GPU sets it to what that GPU had in use before the model.
     c.context_bytes = cfg_size("SIM_CONTEXT_BYTES", 0, true);
     if (c.context_bytes > c.capacity) sim_cfg_die("SIM_CONTEXT_BYTES", getenv("SIM_CONTEXT_BYTES"), "at most SIM_CAPACITY");
-    c.d2h_gbps = cfg_double("SIM_D2H_GBPS", c.d2h_gbps);
-    c.h2d_gbps = cfg_double("SIM_H2D_GBPS", c.h2d_gbps);
-    c.tflops = cfg_double("SIM_TFLOPS", c.tflops);
+    c.d2h_gbps = cfg_double("SIM_D2H_GBPS", c.d2h_gbps, false);
+    c.h2d_gbps = cfg_double("SIM_H2D_GBPS", c.h2d_gbps, false);
+    c.tflops = cfg_double("SIM_TFLOPS", c.tflops, false);
     double slow = c.d2h_gbps < c.h2d_gbps ? c.d2h_gbps : c.h2d_gbps;
     c.pageable_gbps = slow / 3.0;
     c.copy_latency_ns = 2000; // a few us per copy: DMA setup and completion
@@ -254,7 +242,7 @@ static void cfg_load(void)
     c.release = (sim_vmm_cost_t){13000, 500};    // per handle
     // SIM_VMM_COST scales those five (0: the host maps for free), so that a
     // measurement can say how much of a step's time is the host's mapping.
-    double vmm = cfg_factor("SIM_VMM_COST", 1.0);
+    double vmm = cfg_double("SIM_VMM_COST", 1.0, true);
     sim_vmm_cost_t *costs[] = {&c.mem_create, &c.mem_map, &c.set_access, &c.unmap, &c.release};
     for (unsigned i = 0; i < sizeof costs / sizeof *costs; i++) {
         costs[i]->ns = (uint64_t)((double)costs[i]->ns * vmm);
