@@ -635,10 +635,14 @@ def group_gpu():
         # paused once, and the program's pool then held its fragments: 22.77
         # GiB for the H200 GPT's 21.33, and the plans after swung to 13
         # layers at 29.31).
-        def under_budget(what, budget):
-            """Each step's peak in use of the recorded step under budget, served."""
-            rc, fig, err = run(tr, *link, shim=True, env=ctx + [("AOSHIM_BUDGET", str(budget))])
+        def under_budget(what, budget, *check):
+            """Each step's peak in use of the recorded step under budget, served
+            (check: "--check", every sampled byte read back as written)."""
+            rc, fig, err = run(tr, *link, *check, shim=True,
+                               env=ctx + [("AOSHIM_BUDGET", str(budget))])
             ok_clean(fig, f"{name} with {what}")
+            if check:
+                expect(fig.get("wrong") == 0, f"{name} with {what}: wrong={fig.get('wrong')}")
             steps = each_step(err)
             print(f"    {what}, {budget / 2**30:.2f} GiB: each step in use (GiB) "
                   f"{' '.join(f'{v / 2**30:.2f}' for v in steps)}, last step "
@@ -646,12 +650,12 @@ def group_gpu():
             return steps
 
         hidden = base["peak_in_use_bytes"] - int(55 * base["step_ns"] / 3)
-        steps = under_budget("a budget the link could hide", hidden)
-        # Kept from the fourth step on; the third, the first under a plan
-        # measured with aoshim's memory, within 0.5%: the Llama's step then
-        # allocated 52 MB more than its plan predicted, which the plans
-        # after it hold back (auto.c: model_slack); 47 MB over.
-        expect(len(steps) > 3 and max(steps[3:]) <= hidden and max(steps) <= hidden * 1.005,
+        steps = under_budget("a budget the link could hide", hidden, "--check")
+        # Kept in every step. The Llama's third step, the first under a plan
+        # made from a step that split a layer, went 42 MiB over before the
+        # split layer was counted whole at the next plan's peak (auto.c:
+        # split_correct); the plan that moves more moves the right bytes.
+        expect(len(steps) > 3 and max(steps) <= hidden,
                f"{name}: a budget the link could hide ({hidden}) not kept: {steps}")
 
         # A budget 25% of the activations under the step's peak (issue 22's
