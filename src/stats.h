@@ -29,6 +29,7 @@
     X(SERVE_POOL_UNUSED, "the program's pool's unused reserve when serving began (auto)")          \
     X(LENT_BYTES, "idle memory mapped anew before its last uses were done, ordered on the GPU")    \
     X(LENT_SERVED_BYTES, "of that, mapped for the program's own allocations aoshim served")        \
+    X(GROWN_BYTES, "layers' memory mapped after their first buffer, as they came (no wait)")       \
     X(OFFLOADED_BYTES, "bytes offloaded (copied out and released)")                                \
     X(RELOADED_BYTES, "bytes reloaded")                                                            \
     X(OFFLOADED_BUFFERS, "buffers offloaded")                                                      \

@@ -428,6 +428,22 @@ bool ao_phys_split(ao_phys_t *ph, unsigned n, ao_phys_t *head)
     return true;
 }
 
+bool ao_phys_join(ao_phys_t *ph, ao_phys_t *tail)
+{
+    ao_phys_t j;
+    if (!phys_alloc(&j, ph->n + tail->n)) return false;
+    memcpy(j.h, ph->h, ph->n * sizeof *j.h);
+    memcpy(j.h + ph->n, tail->h, tail->n * sizeof *j.h);
+    memcpy(j.size, ph->size, ph->n * sizeof *j.size);
+    memcpy(j.size + ph->n, tail->size, tail->n * sizeof *j.size);
+    j.n = ph->n + tail->n;
+    free(ph->h);
+    free(tail->h);
+    memset(tail, 0, sizeof *tail);
+    *ph = j;
+    return true;
+}
+
 CUresult ao_phys_unmap(CUdeviceptr p, size_t size, ao_phys_t *ph)
 {
     const uint64_t t0 = ao_mono_ns();

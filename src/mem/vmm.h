@@ -114,6 +114,9 @@ CUresult ao_phys_unmap(CUdeviceptr p, size_t size, ao_phys_t *ph);
 // part can be unmapped alone). False, both unchanged, when there is no
 // memory for the lists.
 bool ao_phys_split(ao_phys_t *ph, unsigned n, ao_phys_t *head);
+// tail's handles after ph's (a range mapped right after ph's), tail empty.
+// False, both unchanged, when there is no memory for the list.
+bool ao_phys_join(ao_phys_t *ph, ao_phys_t *tail);
 // Bytes of idle handles in the pool.
 size_t ao_phys_idle(void);
 // A handle lent for the next ao_phys_map (while ao_vmm.fine), which takes it

@@ -4,7 +4,7 @@
 #include "offload/internal.h"
 
 // --- allocation -----------------------------------------------------------------------------
-static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize, bool stays)
+static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize, bool stays, ao_order_t by)
 {
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
         uint64_t lo;
@@ -16,6 +16,17 @@ static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize, bool stays)
         if (c->state != AO_RESIDENT || c->retiring || c->stays != stays ||
             ao_extents_take(&c->free, rsize, &lo) < 0)
             continue;
+        // Past what is mapped (buffers are placed from the chunk's start
+        // up): the chunk maps more, in pages, the rest if it is there.
+        const CUdeviceptr end = c->base + c->size;
+        if (lo + rsize > end) {
+            size_t least = (lo + rsize - end + AO_PAGE - 1) / AO_PAGE * AO_PAGE;
+            if (least > c->vsize - c->size) least = c->vsize - c->size;
+            if (ao_chunk_grow(c, least, by) != CUDA_SUCCESS) {
+                ao_extents_give(&c->free, lo, rsize);
+                continue;
+            }
+        }
         ao_buffer_t *b = calloc(1, sizeof *b);
         if (!b) {
             ao_extents_give(&c->free, lo, rsize);
@@ -67,7 +78,8 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, bool async, CUdeviceptr *
     // of their own, which are never copied out.
     bool stays = planned && s->stays && s->stays[seq];
     // AOSHIM_CHECK: every buffer its own chunk, so that its free can unmap it.
-    ao_buffer_t *b = ao_config.check ? NULL : suballoc(s, rsize, stays);
+    const ao_order_t by = async ? AO_BY_STREAM(stream) : AO_BY_HOST;
+    ao_buffer_t *b = ao_config.check ? NULL : suballoc(s, rsize, stays, by);
     if (!b) {
         // One chunk for the layer's whole saved set (or for each part) when
         // last step told us its size; otherwise a chunk of this buffer's size.
@@ -84,9 +96,8 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, bool async, CUdeviceptr *
                          : ao_vmm.fine ? 0 // a chunk per buffer
                                        : s->part_goes;
         if (saved > want) want = ao_vmm_round(saved);
-        ao_chunk_t *c =
-            ao_chunk_new(s, want, s->stays != NULL, async ? AO_BY_STREAM(stream) : AO_BY_HOST);
-        if (c) c->stays = stays, b = suballoc(s, rsize, stays);
+        ao_chunk_t *c = ao_chunk_new(s, want, rsize, s->stays != NULL, by);
+        if (c) c->stays = stays, b = suballoc(s, rsize, stays, by);
     }
     if (!b) {
         r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -403,7 +403,16 @@ size_t ao_idle_give_back(void)
     return ao_phys_trim();
 }
 
-CUresult ao_chunk_map(ao_chunk_t *c, ao_order_t by)
+// Map [p, p+want) for c into ph, or where least < want (a layer's chunk
+// that grows as its buffers come) and memory for the whole is not there
+// without waiting, all the idle memory there is, if at least least: *got
+// says how much. All of it, whatever its handles' sizes, so that none is
+// made: a part in whole pages made a 30 MiB handle beside a lent 2 MiB
+// one, and the steady state made memory each step. A layer's whole saved set asked for at its first
+// allocation made the host wait for a release under way (train_step --pytorch, layer 7: its 480 MiB
+// with 478 idle), and the GPU idled meanwhile; its last buffers come when that release is done.
+static CUresult map_range(ao_chunk_t *c, CUdeviceptr p, size_t want, size_t least, ao_phys_t *ph,
+                          ao_order_t by, size_t *got)
 {
     // A layer whose host waits here (for a release, for new physical memory)
     // leaves its stream idle meanwhile. That idle time is exposed copy time,
@@ -419,7 +428,8 @@ CUresult ao_chunk_map(ao_chunk_t *c, ao_order_t by)
     CUevent idle0 = NULL;
     int idle_kind = 0, idle_layer = 0, idle_mb = 0;
     const int mb = ao_eng.mb;
-    if (ao_phys_idle() >= c->size) {
+    size_t size = want;
+    if (ao_phys_idle() >= least) {
     } else if (ao_eng.open && ao_eng.open->ev_fwd0 && ao_eng.open->stream == s->stream) {
         idle_kind = TIMED_IDLE, idle_layer = ao_eng.open->layer, idle_mb = ao_eng.open->mb;
     } else if (!ao_eng.open && ao_eng.bwd0[mb] && ao_eng.bwd_open[mb] &&
@@ -428,40 +438,78 @@ CUresult ao_chunk_map(ao_chunk_t *c, ao_order_t by)
     }
     if (idle_kind) idle0 = ao_ev_record(s->stream, true);
     // Idle mappings whose uses are done first, then (a stream ordering the
-    // first use) lent ones, then the host waits for a mapping's last uses or
-    // for a release under way.
+    // first use) lent ones; then a growing chunk takes what is there, else
+    // the host waits for a mapping's last uses or for a release under way.
     const bool lending =
         by.gpu && ao_vmm.fine && !ao_config.check && (!c->served || served_may_borrow());
     size_t lent = 0;
-    while (ao_phys_idle() < c->size) {
-        size_t need = c->size - ao_phys_idle();
-        if (idle_unmap_for(need, c->size, true)) continue;
-        size_t l = lending ? lend(need, c->size, by.stream, c->served) : 0;
+    while (ao_phys_idle() < size) {
+        size_t need = size - ao_phys_idle();
+        if (idle_unmap_for(need, size, true)) continue;
+        size_t l = lending ? lend(need, size, by.stream, c->served) : 0;
         lent += l;
-        if (l || idle_unmap_for(need, c->size, false) || ao_wait_one_release()) continue;
+        if (l || idle_unmap_for(need, size, false)) continue;
+        if (least < size && ao_phys_idle() >= least) {
+            size = ao_phys_idle(); // all of it (lent handles first): none is made
+            break;
+        }
+        if (ao_wait_one_release()) continue;
         break;
     }
-    CUresult r = ao_phys_map(c->base, c->size, &c->phys, c->split);
+    CUresult r = ao_phys_map(p, size, ph, c->split);
     // Not mapped: lent granules went back to the pool, where a mapping
     // ordered by the host may take them. Their lenders' uses first.
     if (r != CUDA_SUCCESS && lent) lenders_unmap(true);
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         ao_drain_locked();
         ao_idle_unmap(SIZE_MAX);
-        r = ao_phys_map(c->base, c->size, &c->phys, c->split);
+        size = least; // what is needed now, the rest when it is
+        r = ao_phys_map(p, size, ph, c->split);
     } else if (r != CUDA_SUCCESS) {
         // Once more: a failed map or set-access may have been passing (the
         // failed attempt undid itself), and a chunk left unmapped is a fault
         // for the next kernel that needs it.
-        r = ao_phys_map(c->base, c->size, &c->phys, c->split);
+        r = ao_phys_map(p, size, ph, c->split);
     }
-    if (r == CUDA_SUCCESS) {
-        c->mapped = true;
-        if (!c->served) ao_stat_device(0, (int64_t)c->size, 0);
-    }
+    if (r == CUDA_SUCCESS && !c->served) ao_stat_device(0, (int64_t)size, 0);
+    *got = r == CUDA_SUCCESS ? size : 0;
     if (idle0)
         ao_timed_add(idle0, ao_ev_record(s->stream, true), idle_kind, idle_layer, idle_mb, 0);
     return r;
+}
+
+CUresult ao_chunk_map(ao_chunk_t *c, ao_order_t by)
+{
+    size_t got;
+    CUresult r = map_range(c, c->base, c->size, c->size, &c->phys, by, &got);
+    if (r == CUDA_SUCCESS) c->mapped = true;
+    return r;
+}
+
+// The memory a layer's chunk just mapped, counted as chunk_make counts it.
+static void layer_mapped(ao_chunk_t *c, size_t bytes)
+{
+    ao_auto_layer_live(c->scope->layer, (int64_t)bytes);
+    ao_stat_device(0, 0, (int64_t)bytes);
+    ao_rec_memory(c->scope->layer, (int64_t)bytes, 0);
+}
+
+CUresult ao_chunk_grow(ao_chunk_t *c, size_t least, ao_order_t by)
+{
+    ao_phys_t more;
+    size_t got;
+    CUdeviceptr p = c->base + c->size;
+    CUresult r = map_range(c, p, c->vsize - c->size, least, &more, by, &got);
+    if (r != CUDA_SUCCESS) return r;
+    if (!ao_phys_join(&c->phys, &more)) { // no memory for the list: given back
+        if (ao_phys_unmap(p, got, &more) == CUDA_SUCCESS) ao_stat_device(0, -(int64_t)got, 0);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->size += got;
+    layer_mapped(c, got);
+    ao_stat_add(AO_STAT_GROWN_BYTES, (int64_t)got);
+    ao_chunk_set(c, c->state);
+    return CUDA_SUCCESS;
 }
 
 // Chunk structs are recycled, never freed: the launch scan reads a chunk
@@ -496,10 +544,12 @@ static void chunk_recycle(ao_chunk_t *c)
 
 // A chunk of size for s: a kept mapping of that size (served: of at least
 // least and at most size), else new address space and memory
-// (ao_chunk_map). served: the program's own allocations on stream st
-// (serve.c), accounted as the program's.
-static ao_chunk_t *chunk_make(ao_scope_t *s, size_t size, size_t least, bool split, bool served,
-                              ao_order_t by)
+// (map_range). served: the program's own allocations on stream st
+// (serve.c), accounted as the program's. first: the size of the first
+// buffer, of a layer's chunk that may map the rest of its range later
+// (ao_chunk_grow) when memory for the whole is not there yet.
+static ao_chunk_t *chunk_make(ao_scope_t *s, size_t size, size_t least, size_t first, bool split,
+                              bool served, ao_order_t by)
 {
     ao_chunk_t *c = chunk_alloc();
     if (!c) return NULL;
@@ -521,32 +571,38 @@ static ao_chunk_t *chunk_make(ao_scope_t *s, size_t size, size_t least, bool spl
             return NULL;
         }
     }
-    if ((!c->mapped && ao_chunk_map(c, by) != CUDA_SUCCESS) ||
-        ao_extents_give(&c->free, c->base, size) < 0) {
+    c->vsize = size;
+    // Grows only where any page backs any range (serving: ao_vmm.fine), in
+    // pages: elsewhere a layer's memory is one handle of its size, which the
+    // next step's chunk takes whole.
+    size_t at_least = size;
+    if (!c->mapped && !served && ao_vmm.fine && !ao_config.check && first < size) {
+        at_least = (first + AO_PAGE - 1) / AO_PAGE * AO_PAGE;
+        if (at_least > size) at_least = size;
+    }
+    if (!c->mapped && map_range(c, c->base, size, at_least, &c->phys, by, &c->size) == CUDA_SUCCESS)
+        c->mapped = true;
+    if (!c->mapped || ao_extents_give(&c->free, c->base, size) < 0) {
         if (!c->mapped || ao_chunk_unmap(c)) ao_va_free(c->base, size);
         ao_extents_clear(&c->free);
         chunk_recycle(c);
         return NULL;
     }
-    if (!served) {
-        ao_auto_layer_live(s->layer, (int64_t)size);
-        ao_stat_device(0, 0, (int64_t)size);
-        ao_rec_memory(s->layer, (int64_t)size, 0);
-    }
+    if (!served) layer_mapped(c, c->size);
     ao_chunk_set(c, AO_RESIDENT);
     c->next = s->chunks;
     s->chunks = c;
     return c;
 }
 
-ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, bool split, ao_order_t by)
+ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, size_t first, bool split, ao_order_t by)
 {
-    return chunk_make(s, size, size, split, false, by);
+    return chunk_make(s, size, size, first, split, false, by);
 }
 
 ao_chunk_t *ao_chunk_serve(ao_scope_t *s, size_t size, size_t least, CUstream st)
 {
-    return chunk_make(s, size, least, false, true, AO_BY_STREAM(st));
+    return chunk_make(s, size, least, size, false, true, AO_BY_STREAM(st));
 }
 
 // Its buffers' records go, and their host slots.
@@ -625,6 +681,7 @@ bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
     bool none = keeps_nothing();
     if (!ao_config.check && c->mapped && ev && !none && idle_keep(c, ev, nev)) {
         took = true;
+        if (c->vsize > c->size) ao_va_free(c->base + c->size, c->vsize - c->size); // never mapped
         c->mapped = false; // the mapping is the cache's now
         if (!c->served) ao_stat_device(0, -(int64_t)c->size, 0);
     } else {
@@ -632,7 +689,7 @@ bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev)
         // AOSHIM_CHECK: the address stays reserved and unmapped for good, so
         // a use after free faults instead of finding a later buffer there. A
         // range still mapped is never handed out again either.
-        if (!ao_config.check && unmapped) ao_va_free(c->base, c->size);
+        if (!ao_config.check && unmapped) ao_va_free(c->base, c->vsize);
     }
     if (none) ao_phys_trim();
     chunk_drop(c);

@@ -195,6 +195,17 @@ static void emit_summary(ao_emitter_t *e)
             json_only(e, "lent_bytes", AO_BYTES(0));
             json_only(e, "lent_served_bytes", AO_BYTES(0));
         }
+        // A layer's memory mapped as its buffers came, where the whole was
+        // not there at its first (offload/chunk.c, ao_chunk_grow).
+        const uint64_t grown = ao_stat_get(AO_STAT_GROWN_BYTES);
+        if (grown) {
+            ao_emit_val(e, "; ", "grown_bytes", AO_BYTES(grown));
+            ao_emit_val(
+                e, NULL, NULL,
+                AO_STR(" of layers' memory mapped as their buffers came, not at the first"));
+        } else {
+            json_only(e, "grown_bytes", AO_BYTES(0));
+        }
         ao_emit_row_end(e);
     } else {
         json_only(e, "served_allocs", AO_U64(0));
@@ -203,6 +214,7 @@ static void emit_summary(ao_emitter_t *e)
         json_only(e, "serve_pool_unused_bytes", AO_BYTES(0));
         json_only(e, "lent_bytes", AO_BYTES(0));
         json_only(e, "lent_served_bytes", AO_BYTES(0));
+        json_only(e, "grown_bytes", AO_BYTES(0));
     }
     ao_emit_kv(e, "peak allocated", "peak_device_bytes", AO_BYTES(peak));
     ao_emit_row_begin(e, "peak allocated without offloading");

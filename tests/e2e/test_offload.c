@@ -1006,6 +1006,34 @@ Test(e2e, served_allocations_borrow_memory_freed_on_their_stream, .timeout = 60)
     e2e_free(&lent);
 }
 
+// A layer's chunk that finds its memory not there at its first allocation
+// maps what is and more pages as its buffers come (offload/chunk.c,
+// ao_chunk_grow), instead of the host waiting for a release under way:
+// under a budget 64 MiB under the step's peak it does (616 MiB of it here),
+// and every byte comes back as written, no race. It fails without the
+// growth (no such row).
+Test(e2e, a_layer_maps_its_chunk_as_its_buffers_come, .timeout = 120)
+{
+    const char *args = "--pytorch --layers 4 --hidden 512 --seq 1024 --batch 4 --heads 8 --steps 2";
+    e2e_result_t base, grown;
+    e2e_train(&base, false, NULL, args);
+    expect_ok("without aoshim", &base);
+    char budget[64];
+    snprintf(budget, sizeof budget, "AOSHIM_BUDGET=%" PRIu64, base.peak - ((uint64_t)64 << 20));
+    e2e_train(&grown, true, ENV(budget, "SIM_RACE_FATAL=1"), args);
+    expect_ok("a budget, served", &grown);
+    cr_assert_str_eq(grown.checksum, base.checksum);
+    cr_assert_eq(grown.races, 0);
+    const char *row = e2e_summary(grown.err, "served from aoshim's memory");
+    const char *l = row ? strstr(row, " of layers' memory mapped as their buffers came") : NULL;
+    cr_assert(l, "no layer grew:\n%s", grown.err);
+    while (l > row && l[-1] != ';')
+        l--;
+    cr_assert_gt(e2e_bytes(l + 1), 0, "%.200s", row);
+    e2e_free(&base);
+    e2e_free(&grown);
+}
+
 // 512 -> 768: kept until the step's end, the plan of step 2 (3 layers)
 // held 351 MiB in step 3 against 205 MiB; the one made at layer 0's end
 // offloads 5.
