@@ -977,26 +977,36 @@ Test(e2e, lent_memory_is_used_after_its_last_uses_and_keeps_the_bits, .timeout =
     e2e_free(&lent);
 }
 
+// The step without aoshim, then under a budget below bytes under its peak
+// (served, the default): the same bits, no race. Returns the summary's
+// served row (NULL if none).
+static const char *served_under_budget(const char *args, uint64_t below, e2e_result_t *base,
+                                       e2e_result_t *with)
+{
+    e2e_train(base, false, NULL, args);
+    expect_ok("without aoshim", base);
+    char budget[64];
+    snprintf(budget, sizeof budget, "AOSHIM_BUDGET=%" PRIu64, base->peak - below);
+    e2e_train(with, true, ENV(budget, "SIM_RACE_FATAL=1"), args);
+    expect_ok("a budget, served", with);
+    cr_assert_str_eq(with->checksum, base->checksum);
+    cr_assert_eq(with->races, 0);
+    return e2e_summary(with->err, "served from aoshim's memory");
+}
+
 // The program's own allocations borrow too, in a backward where no layer
 // waits for its reload, from mappings whose last uses were on their own
 // stream (offload/chunk.c, served_may_borrow): under a budget 16 MiB under
 // the step's peak they do, and the bits are the same, no race.
-Test(e2e, served_allocations_borrow_memory_freed_on_their_stream, .timeout = 60)
+Test(e2e, served_allocations_borrow_memory_freed_on_their_stream, .timeout = 120)
 {
-    // Batch 4 (4 layers, 3 steps: 12 s a run): at batch 2 the program's
+    // Batch 4 (4 layers, 3 steps: 12 s a run alone, 30 s beside the
+    // suite's other runs, hence 120 s): at batch 2 the program's
     // allocations each find a kept segment of theirs whole (serve.c), and
     // none borrows.
     const char *args = "--pytorch --layers 4 --hidden 512 --seq 1024 --batch 4 --heads 8 --steps 3";
     e2e_result_t base, lent;
-    e2e_train(&base, false, NULL, args);
-    expect_ok("without aoshim", &base);
-    char budget[64];
-    snprintf(budget, sizeof budget, "AOSHIM_BUDGET=%" PRIu64, base.peak - ((uint64_t)16 << 20));
-    e2e_train(&lent, true, ENV(budget, "SIM_RACE_FATAL=1"), args);
-    expect_ok("a budget, served", &lent);
-    cr_assert_str_eq(lent.checksum, base.checksum);
-    cr_assert_eq(lent.races, 0);
-    const char *row = e2e_summary(lent.err, "served from aoshim's memory");
+    const char *row = served_under_budget(args, (uint64_t)16 << 20, &base, &lent);
     const char *l =
         row ? strstr(row, " of idle memory mapped anew before its last uses were done (") : NULL;
     cr_assert(l, "no memory lent:\n%s", lent.err);
@@ -1016,15 +1026,7 @@ Test(e2e, a_layer_maps_its_chunk_as_its_buffers_come, .timeout = 120)
 {
     const char *args = "--pytorch --layers 4 --hidden 512 --seq 1024 --batch 4 --heads 8 --steps 2";
     e2e_result_t base, grown;
-    e2e_train(&base, false, NULL, args);
-    expect_ok("without aoshim", &base);
-    char budget[64];
-    snprintf(budget, sizeof budget, "AOSHIM_BUDGET=%" PRIu64, base.peak - ((uint64_t)64 << 20));
-    e2e_train(&grown, true, ENV(budget, "SIM_RACE_FATAL=1"), args);
-    expect_ok("a budget, served", &grown);
-    cr_assert_str_eq(grown.checksum, base.checksum);
-    cr_assert_eq(grown.races, 0);
-    const char *row = e2e_summary(grown.err, "served from aoshim's memory");
+    const char *row = served_under_budget(args, (uint64_t)64 << 20, &base, &grown);
     const char *l = row ? strstr(row, " of layers' memory mapped as their buffers came") : NULL;
     cr_assert(l, "no layer grew:\n%s", grown.err);
     while (l > row && l[-1] != ';')
