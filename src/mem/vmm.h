@@ -74,6 +74,8 @@ static inline size_t ao_vmm_round(size_t n)
 {
     return (n + ao_vmm.granule - 1) & ~(ao_vmm.granule - 1);
 }
+// n rounded up to whole pages (AO_PAGE, below).
+#define AO_PAGE_ROUND(n) (((n) + AO_PAGE - 1) / AO_PAGE * AO_PAGE)
 
 // Virtual space: size a multiple of the granule. CUDA_SUCCESS, or
 // CUDA_ERROR_OUT_OF_MEMORY when the range is full.

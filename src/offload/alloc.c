@@ -18,14 +18,9 @@ static ao_buffer_t *suballoc(ao_scope_t *s, size_t rsize, bool stays, ao_order_t
             continue;
         // Past what is mapped (buffers are placed from the chunk's start
         // up): the chunk maps more, in pages, the rest if it is there.
-        const CUdeviceptr end = c->base + c->size;
-        if (lo + rsize > end) {
-            size_t least = (lo + rsize - end + AO_PAGE - 1) / AO_PAGE * AO_PAGE;
-            if (least > c->vsize - c->size) least = c->vsize - c->size;
-            if (ao_chunk_grow(c, least, by) != CUDA_SUCCESS) {
-                ao_extents_give(&c->free, lo, rsize);
-                continue;
-            }
+        if (lo + rsize > c->base + c->size && ao_chunk_grow(c, lo + rsize, by) != CUDA_SUCCESS) {
+            ao_extents_give(&c->free, lo, rsize);
+            continue;
         }
         ao_buffer_t *b = calloc(1, sizeof *b);
         if (!b) {

@@ -494,12 +494,20 @@ static void layer_mapped(ao_chunk_t *c, size_t bytes)
     ao_rec_memory(c->scope->layer, (int64_t)bytes, 0);
 }
 
-CUresult ao_chunk_grow(ao_chunk_t *c, size_t least, ao_order_t by)
+// The least a chunk maps for need bytes more of a range with most left:
+// whole pages, or all that is left.
+static size_t pages_for(size_t need, size_t most)
+{
+    return AO_PAGE_ROUND(need) < most ? AO_PAGE_ROUND(need) : most;
+}
+
+CUresult ao_chunk_grow(ao_chunk_t *c, CUdeviceptr to, ao_order_t by)
 {
     ao_phys_t more;
     size_t got;
     CUdeviceptr p = c->base + c->size;
-    CUresult r = map_range(c, p, c->vsize - c->size, least, &more, by, &got);
+    const size_t rest = c->vsize - c->size;
+    CUresult r = map_range(c, p, rest, pages_for(to - p, rest), &more, by, &got);
     if (r != CUDA_SUCCESS) return r;
     if (!ao_phys_join(&c->phys, &more)) { // no memory for the list: given back
         if (ao_phys_unmap(p, got, &more) == CUDA_SUCCESS) ao_stat_device(0, -(int64_t)got, 0);
@@ -576,10 +584,7 @@ static ao_chunk_t *chunk_make(ao_scope_t *s, size_t size, size_t least, size_t f
     // pages: elsewhere a layer's memory is one handle of its size, which the
     // next step's chunk takes whole.
     size_t at_least = size;
-    if (!c->mapped && !served && ao_vmm.fine && !ao_config.check && first < size) {
-        at_least = (first + AO_PAGE - 1) / AO_PAGE * AO_PAGE;
-        if (at_least > size) at_least = size;
-    }
+    if (!c->mapped && !served && ao_vmm.fine && !ao_config.check) at_least = pages_for(first, size);
     if (!c->mapped && map_range(c, c->base, size, at_least, &c->phys, by, &c->size) == CUDA_SUCCESS)
         c->mapped = true;
     if (!c->mapped || ao_extents_give(&c->free, c->base, size) < 0) {

@@ -471,7 +471,7 @@ void ao_measuring_room(size_t size)
     if (!measuring_under_budget() || ao_eng.open || ao_eng.phase[mb] != PHASE_FORWARD ||
         !ao_eng.scopes)
         return;
-    uint64_t in_use = ao_device_in_use(), need = in_use + (size + AO_PAGE - 1) / AO_PAGE * AO_PAGE;
+    uint64_t in_use = ao_device_in_use(), need = in_use + AO_PAGE_ROUND(size);
     if (need <= ao_sched_now.min_held) return;
     uint64_t over = need - ao_sched_now.min_held, sent = 0;
     while (sent < over) {

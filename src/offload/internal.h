@@ -404,9 +404,9 @@ typedef struct {
 #define AO_BY_HOST      ((ao_order_t){.gpu = false})
 #define AO_BY_STREAM(s) ((ao_order_t){.gpu = true, .stream = (s)})
 CUresult ao_chunk_map(ao_chunk_t *c, ao_order_t by);
-// Map more of c's address range, at least least bytes (a page multiple or
-// the rest): the memory for a buffer placed past what is mapped.
-CUresult ao_chunk_grow(ao_chunk_t *c, size_t least, ao_order_t by);
+// Map more of c's address range, at least up to address to (in whole
+// pages, or the rest): the memory for a buffer placed past what is mapped.
+CUresult ao_chunk_grow(ao_chunk_t *c, CUdeviceptr to, ao_order_t by);
 ao_chunk_t *ao_chunk_new(ao_scope_t *s, size_t size, size_t first, bool split, ao_order_t by);
 // Unmap the mappings that lent their memory (chunk.c) once their uses are
 // done; at exit, the rest become idle mappings (unmapped with them).

@@ -149,7 +149,7 @@ static ao_buffer_t *serve_buffer(ao_scope_t *s, size_t size, CUstream stream)
     if (c) {
         ao_extents_take_at(&c->free, at, rsize, &lo);
     } else {
-        size_t want = ao_vmm_round((rsize + AO_PAGE - 1) / AO_PAGE * AO_PAGE);
+        size_t want = ao_vmm_round(AO_PAGE_ROUND(rsize));
         c = ao_chunk_serve(s, want, ao_vmm_round(rsize), stream);
         if (!c || ao_extents_take(&c->free, rsize, &lo) < 0) {
             if (c) serve_drop(c, stream);
