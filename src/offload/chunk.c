@@ -405,12 +405,14 @@ size_t ao_idle_give_back(void)
 
 // Map [p, p+want) for c into ph, or where least < want (a layer's chunk
 // that grows as its buffers come) and memory for the whole is not there
-// without waiting, all the idle memory there is, if at least least: *got
-// says how much. All of it, whatever its handles' sizes, so that none is
-// made: a part in whole pages made a 30 MiB handle beside a lent 2 MiB
-// one, and the steady state made memory each step. A layer's whole saved set asked for at its first
-// allocation made the host wait for a release under way (train_step --pytorch, layer 7: its 480 MiB
-// with 478 idle), and the GPU idled meanwhile; its last buffers come when that release is done.
+// without waiting for a release under way, all the idle memory there is,
+// if at least least: *got says how much. A layer's whole saved set asked
+// for at its first allocation made the host wait for a release under way
+// (train_step --pytorch, layer 7: its 480 MiB with 478 idle), and the GPU
+// idled meanwhile; its last buffers come when that release is done. All
+// the idle memory, whatever its handles' sizes, so that none is made: a
+// part in whole pages made a 30 MiB handle beside a lent 2 MiB one, and the
+// steady state made memory each step.
 static CUresult map_range(ao_chunk_t *c, CUdeviceptr p, size_t want, size_t least, ao_phys_t *ph,
                           ao_order_t by, size_t *got)
 {
@@ -438,8 +440,9 @@ static CUresult map_range(ao_chunk_t *c, CUdeviceptr p, size_t want, size_t leas
     }
     if (idle_kind) idle0 = ao_ev_record(s->stream, true);
     // Idle mappings whose uses are done first, then (a stream ordering the
-    // first use) lent ones; then a growing chunk takes what is there, else
-    // the host waits for a mapping's last uses or for a release under way.
+    // first use) lent ones, then those whose uses the host waits for; then a
+    // growing chunk takes what is there, else the host waits for a release
+    // under way.
     const bool lending =
         by.gpu && ao_vmm.fine && !ao_config.check && (!c->served || served_may_borrow());
     size_t lent = 0;
