@@ -111,9 +111,11 @@ void ao_vmm_mark(CUdeviceptr p, size_t size, uint8_t state, void *owner)
 // it (the replayed H200 GPT under all: 16.98 GiB with 32 MiB handles, 10.27
 // with granules). So then (ao_vmm.fine) memory is made in pages of AO_PAGE,
 // a range's last one smaller: a range takes the pages lent to it
-// (offload/chunk.c), then idle ones that fit, then new ones, the idle
-// handles that fit nothing given back first: idle memory never sits beside
-// new memory.
+// (offload/chunk.c), then idle ones that fit, then for its last part under
+// a page an idle handle of that size or smaller ones, then new ones, as
+// many idle handles as they make given back first, the smallest first:
+// idle memory never sits beside new memory, and only a range's last part
+// is tiled from handles smaller than a page (pool_take_pages).
 //
 // Granules backed any range too, but on the H200 cuMemSetAccess and
 // cuMemUnmap cost per mapping the range covers (29 and 19.5 us a granule;
@@ -230,6 +232,15 @@ static void lent_drop(void)
     }
 }
 
+// The i-th idle handle, appended to ph. Returns its size.
+static size_t pool_move(size_t i, ao_phys_t *ph)
+{
+    idle_t it = pool_remove(i);
+    ph->h[ph->n] = it.h;
+    ph->size[ph->n++] = it.size;
+    return it.size;
+}
+
 // Idle handles into ph, the largest that still fit in turn, until size is
 // covered, none fits or ph holds most. Returns the bytes covered (got, those
 // ph had already, and theirs).
@@ -241,12 +252,60 @@ static size_t pool_take_fitting(size_t size, size_t got, ao_phys_t *ph, unsigned
             if (got + pool[i].size <= size && (best == SIZE_MAX || pool[i].size > pool[best].size))
                 best = i;
         if (best == SIZE_MAX) break;
-        idle_t it = pool_remove(best);
-        ph->h[ph->n] = it.h;
-        ph->size[ph->n++] = it.size;
-        got += it.size;
+        got += pool_move(best, ph);
     }
     return got;
+}
+
+// While serving: idle pages (handles of AO_PAGE or more) into ph, the
+// largest that still fit; then, for what is left under a page, a handle of
+// exactly that size if pooled, else the largest smaller ones that fit. Only
+// that last part of a range is tiled from handles smaller than a page:
+// mapping costs per handle (cuMemSetAccess 29 us, cuMemUnmap 19.5 us a
+// mapping on the H200), and ranges tiled from the small last pages that
+// other ranges left took up to 18 mappings for 128 MiB (train_step
+// --pytorch under the budget its link hides), each moved at its cost again
+// every step. Returns the bytes covered (got included).
+static size_t pool_take_pages(size_t size, size_t got, ao_phys_t *ph, unsigned most)
+{
+    while (got < size && ph->n < most) {
+        size_t best = SIZE_MAX;
+        for (size_t i = 0; i < npool; i++)
+            if (pool[i].size >= AO_PAGE && got + pool[i].size <= size &&
+                (best == SIZE_MAX || pool[i].size > pool[best].size))
+                best = i;
+        if (best == SIZE_MAX) break;
+        got += pool_move(best, ph);
+    }
+    if (got == size || size - got >= AO_PAGE) return got;
+    for (size_t i = 0; i < npool; i++)
+        if (pool[i].size == size - got && ph->n < most) return got + pool_move(i, ph);
+    return pool_take_fitting(size, got, ph, most);
+}
+
+// Idle handles back to the driver, the smallest first, until at least
+// bytes went (or none is left): new memory replaces idle memory rather
+// than adds to it.
+static void pool_release_smallest(size_t bytes)
+{
+    for (size_t gone = 0; npool && gone < bytes;) {
+        size_t min = 0;
+        for (size_t i = 1; i < npool; i++)
+            if (pool[i].size < pool[min].size) min = i;
+        idle_t it = pool_remove(min);
+        release(it.h);
+        gone += it.size;
+    }
+}
+
+size_t ao_phys_idle_pages(void)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < npool; i++)
+        if (pool[i].size >= AO_PAGE) bytes += pool[i].size;
+    for (size_t i = 0; i < nlent; i++)
+        bytes += lent[i].size;
+    return bytes;
 }
 
 // Choose idle handles to tile `size`: an exact one if pooled, else the
@@ -255,13 +314,7 @@ static size_t pool_take_fitting(size_t size, size_t got, ao_phys_t *ph, unsigned
 static size_t pool_take_tiles(size_t size, ao_phys_t *ph, unsigned room)
 {
     for (size_t i = 0; i < npool; i++)
-        if (pool[i].size == size) {
-            idle_t it = pool_remove(i);
-            ph->h[0] = it.h;
-            ph->size[0] = it.size;
-            ph->n = 1;
-            return size;
-        }
+        if (pool[i].size == size) return pool_move(i, ph); // ph is empty
     return pool_take_fitting(size, 0, ph, room - 1); // a slot left for a created remainder
 }
 
@@ -331,9 +384,9 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
     CUresult r = CUDA_SUCCESS;
     size_t got = 0;
     if (ao_vmm.fine) {
-        // Lent handles first (each fits: chunk.c's lend), then idle ones
-        // that fit, largest first (pages, and ranges' smaller last pages),
-        // then new pages; the idle ones that fit nothing go back first.
+        // Lent handles first (each fits: chunk.c's lend), then idle pages
+        // and the last part (pool_take_pages), then new pages, as many idle
+        // handles as they make given back first, the smallest first.
         for (; nlent && got + lent[nlent - 1].size <= size; nlent--) {
             idle_t it = lent[nlent - 1];
             idle_bytes -= it.size;
@@ -342,8 +395,8 @@ CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *ph, bool reshape)
             got += it.size;
         }
         lent_drop(); // none: each fits (chunk.c's lend)
-        got = pool_take_fitting(size, got, ph, room);
-        if (got < size) ao_phys_trim();
+        got = pool_take_pages(size, got, ph, room);
+        if (got < size) pool_release_smallest(size - got);
     } else {
         got = pool_take_tiles(size, ph, room);
         // reshape: the idle handles left are each larger than what is missing

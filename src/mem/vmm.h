@@ -103,10 +103,11 @@ typedef struct ao_phys_s {
 // one is pooled, else idle handles of other sizes tiled in a row, and
 // cuMemCreate only for what the pool cannot cover (on out-of-memory the
 // idle pool is given back and creation retried); when ao_vmm.fine, the
-// handles lent for it, then idle ones that fit, largest first, and new
-// pages of AO_PAGE (the last one smaller) for the rest, the other idle
-// handles given back first. One cuMemMap per handle, one cuMemSetAccess for
-// the range. On failure nothing stays mapped.
+// handles lent for it, then idle pages that fit, largest first, and for
+// what they leave under a page an idle handle of that size or smaller ones,
+// and new pages of AO_PAGE (the last one smaller) for the rest, as many idle
+// handles given back first, the smallest first. One cuMemMap per handle, one
+// cuMemSetAccess for the range. On failure nothing stays mapped.
 CUresult ao_phys_map(CUdeviceptr p, size_t size, ao_phys_t *out, bool reshape);
 // One cuMemUnmap for the range (it covers whole mappings only); the handles
 // go back to the pool and ph is empty.
@@ -121,6 +122,10 @@ bool ao_phys_split(ao_phys_t *ph, unsigned n, ao_phys_t *head);
 bool ao_phys_join(ao_phys_t *ph, ao_phys_t *tail);
 // Bytes of idle handles in the pool.
 size_t ao_phys_idle(void);
+// Bytes of idle pages (handles of AO_PAGE or more) and lent handles: what a
+// mapping takes while serving without making memory, but for its last part
+// under a page.
+size_t ao_phys_idle_pages(void);
 // A handle lent for the next ao_phys_map (while ao_vmm.fine), which takes it
 // first: still mapped at its lender, it backs no other mapping.
 void ao_phys_lend(size_t size, CUmemGenericAllocationHandle h);

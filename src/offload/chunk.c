@@ -325,26 +325,29 @@ void ao_lenders_to_idle(void)
 // (ao_phys_lend: it takes them first), each lender's last uses ordered
 // before st's next work on the GPU: a lender's left first, then the mapping
 // idle_unmap_for would unmap for a chunk of size fit. Only handles that fit
-// in what is still wanted are lent, so that the mapping takes every one.
-// Returns the bytes lent.
-static int lendable(const ao_idle_t *i, size_t room)
+// in what is still wanted are lent, so that the mapping takes every one,
+// and as the pool gives them (mem/vmm.c): pages, and handles smaller than a
+// page only for rem, what the range leaves under a page. Returns the bytes
+// lent.
+static int lendable(const ao_idle_t *i, size_t room, size_t rem)
 {
     for (int k = (int)i->phys.n - 1; k >= 0; k--)
-        if (i->phys.size[k] <= room) return k;
+        if (i->phys.size[k] <= room && (i->phys.size[k] >= AO_PAGE || i->phys.size[k] <= rem))
+            return k;
     return -1;
 }
 
 static size_t lend(size_t want, size_t fit, CUstream st, bool served)
 {
-    size_t got = 0;
+    size_t got = 0, rem = fit % AO_PAGE;
     while (got < want) {
         ao_idle_t *i = NULL, **at = NULL;
         for (ao_idle_t *l = lenders; l && !i; l = l->next)
-            if (lendable(l, want - got) >= 0 && (!served || l->on == st))
+            if (lendable(l, want - got, rem) >= 0 && (!served || l->on == st))
                 i = l; // a lender's left, first (waits again)
         for (ao_idle_t **pp = &ao_idle_mapped; *pp && !i; pp = &(*pp)->next)
             if (!(*pp)->unordered && (!served || (*pp)->on == st) &&
-                lendable(*pp, want - got) >= 0 &&
+                lendable(*pp, want - got, rem) >= 0 &&
                 (!at || idle_better((*pp)->size, (*at)->size, fit)))
                 at = pp;
         if (at) {
@@ -356,9 +359,10 @@ static size_t lend(size_t want, size_t fit, CUstream st, bool served)
         if (!i) break;
         for (int k = 0; k < i->nev; k++)
             ao_gpu_wait(st, i->ev[k]); // (the events stay: the unmap waits for them too)
-        for (int k; got < want && (k = lendable(i, want - got)) >= 0;) {
+        for (int k; got < want && (k = lendable(i, want - got, rem)) >= 0;) {
             CUmemGenericAllocationHandle h = i->phys.h[k];
             size_t size = i->phys.size[k];
+            if (size < AO_PAGE) rem -= size;
             unsigned last = --i->phys.n; // the lender's order does not matter: it unmaps whole
             i->phys.h[k] = i->phys.h[last];
             i->phys.size[k] = i->phys.size[last];
@@ -410,9 +414,9 @@ size_t ao_idle_give_back(void)
 // for at its first allocation made the host wait for a release under way
 // (train_step --pytorch, layer 7: its 480 MiB with 478 idle), and the GPU
 // idled meanwhile; its last buffers come when that release is done. All
-// the idle memory, whatever its handles' sizes, so that none is made: a
-// part in whole pages made a 30 MiB handle beside a lent 2 MiB one, and the
-// steady state made memory each step.
+// the idle pages and lent handles, which the mapping takes without making
+// any (mem/vmm.c): a part of the first buffer's pages beside a lent 2 MiB
+// handle made a 30 MiB one, and the steady state made memory each step.
 static CUresult map_range(ao_chunk_t *c, CUdeviceptr p, size_t want, size_t least, ao_phys_t *ph,
                           ao_order_t by, size_t *got)
 {
@@ -452,8 +456,8 @@ static CUresult map_range(ao_chunk_t *c, CUdeviceptr p, size_t want, size_t leas
         size_t l = lending ? lend(need, size, by.stream, c->served) : 0;
         lent += l;
         if (l || idle_unmap_for(need, size, false)) continue;
-        if (least < size && ao_phys_idle() >= least) {
-            size = ao_phys_idle(); // all of it (lent handles first): none is made
+        if (least < size && ao_phys_idle_pages() >= least) {
+            size = ao_phys_idle_pages(); // all its pages (lent handles first): none is made
             break;
         }
         if (ao_wait_one_release()) continue;
