@@ -100,15 +100,15 @@ typedef struct step_s {
 } step_t;
 
 static const step_t steps[] = {
-    {"both-alive", RT, ""},
-    {"exec-gone", DRV, "X"},
-    {"both-gone", RT, "XG"},
-    {"graph-gone", DRV, "G"},
-    {"graph-then-exec", RT, "GX"},
+    {"both-alive", RT, "", .clone = false},
+    {"exec-gone", DRV, "X", .clone = false},
+    {"both-gone", RT, "XG", .clone = false},
+    {"graph-gone", DRV, "G", .clone = false},
+    {"graph-then-exec", RT, "GX", .clone = false},
     {"clone-alive", RT, "XG", .clone = true},
     {"clone-gone", DRV, "GXC", .clone = true, .exec_of_clone = true},
     {"left-alive", PROC, "", .leave = true},
-    {"stale-pins", PROC, "P"}, // the previous graph's chunk was recycled for this one
+    {"stale-pins", PROC, "P", .clone = false}, // the previous graph's chunk was recycled for this one
 };
 
 static struct {
