@@ -10,10 +10,11 @@
 // is split where its pages end (chunk.c's idle_take): each half at its
 // place in the range, no memory mapped anew, the halves written only after
 // the range's last read; a large allocation goes in the free space a live
-// segment has (serve.c), not in a segment of its own. Prints
+// segment has (serve.c), not in a segment of its own; a kept range gives
+// only the last pages a need takes (chunk.c's idle_unmap_tail). Prints
 // `same_addr=<0|1> read_ok=<0|1> cross_ok=<0|1> shared=<0|1>
 // shared_read_ok=<0|1> keep=<rc> split=<0|1> split_read_ok=<0|1>
-// packed=<0|1> packed_read_ok=<0|1>`, then `sim_map_calls=<n>`: the
+// packed=<0|1> packed_read_ok=<0|1> tail=<0|1>`, then `sim_map_calls=<n>`: the
 // mappings the simulator saw made, which aoshim's report counts too.
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -79,6 +80,29 @@ int main(void)
     CHECK(cudaMemsetAsync(act, 1, SIZE, s1));
     aoshim_try_layer_end(0);
 
+    // Four pages freed on s2 and done, kept; then two pages asked for on s1,
+    // with no memory idle: the kept range gives its last two pages
+    // (unmapped, mapped for s1), not all four, and keeps its first two at
+    // their place, which the next two pages asked for on s2 take whole.
+    void *t, *u, *w;
+    sim_stats_t st0, st1;
+    CHECK(cudaMallocAsync(&t, BIG, s2));
+    CHECK(cudaMemsetAsync(t, 0x21, BIG, s2));
+    CHECK(cudaFreeAsync(t, s2));
+    CHECK(cudaStreamSynchronize(s2));
+    CHECK(simGetStats(&st0));
+    CHECK(cudaMallocAsync(&u, BIG / 2, s1));
+    CHECK(simGetStats(&st1));
+    CHECK(cudaMallocAsync(&w, BIG / 2, s2));
+    int tail = st1.live_mappings == st0.live_mappings && w == t;
+    CHECK(simGetStats(&st0));
+    tail &= st0.map_calls == st1.map_calls;
+    CHECK(cudaMemsetAsync(u, 0x22, BIG / 2, s1));
+    CHECK(cudaMemsetAsync(w, 0x23, BIG / 2, s2));
+    CHECK(cudaFreeAsync(u, s1));
+    CHECK(cudaFreeAsync(w, s2));
+    CHECK(cudaDeviceSynchronize());
+
     // Four pages written, their last 40 MiB read back, freed; then asked for
     // again in halves on the same stream, and the halves written at once.
     void *big, *lo, *hi;
@@ -88,7 +112,6 @@ int main(void)
     CHECK(cudaMemsetAsync(big, 0x44, BIG, s1));
     CHECK(cudaMemcpyAsync(back5, (char *)big + BIG - SIZE, SIZE, cudaMemcpyDeviceToHost, s1));
     CHECK(cudaFreeAsync(big, s1));
-    sim_stats_t st0, st1;
     CHECK(simGetStats(&st0));
     CHECK(cudaMallocAsync(&lo, BIG / 2, s1));
     CHECK(cudaMallocAsync(&hi, BIG / 2, s1));
@@ -158,10 +181,10 @@ int main(void)
     CHECK(cudaFreeAsync(act, s1));
     CHECK(cudaStreamSynchronize(s1));
     printf("same_addr=%d read_ok=%d cross_ok=%d shared=%d shared_read_ok=%d keep=%d split=%d "
-           "split_read_ok=%d packed=%d packed_read_ok=%d\n",
+           "split_read_ok=%d packed=%d packed_read_ok=%d tail=%d\n",
            same, memcmp(back, pat, SIZE) == 0, memcmp(back2, pat, SIZE) == 0, shared_same,
            memcmp(back3, pat, SMALL) == 0 && memcmp(back4, pat, SMALL) == 0, keep, split, split_ok,
-           packed, packed_ok);
+           packed, packed_ok, tail);
     CHECK(simGetStats(&st1));
     printf("sim_map_calls=%llu\n", (unsigned long long)st1.map_calls);
     return 0;
