@@ -420,12 +420,15 @@ void ao_rec_step(void)
     sample_locked();
     R.cur.step = R.nstep++;
     R.cur.t_ns = now_locked();
-    static uint64_t maps0, vmm0; // the counters as the step began
-    const uint64_t maps = ao_stat_get(AO_STAT_VMM_MAPPINGS), vmm = ao_stat_get(AO_STAT_VMM_HOST_NS);
+    static uint64_t maps0, vmm0, made0; // the counters as the step began
+    const uint64_t maps = ao_stat_get(AO_STAT_VMM_MAPPINGS), vmm = ao_stat_get(AO_STAT_VMM_HOST_NS),
+                   made = ao_stat_get(AO_STAT_MEM_CREATE_CALLS);
     R.cur.vmm_mappings = maps - maps0;
     R.cur.vmm_host_ns = vmm - vmm0;
+    R.cur.vmm_handles = made - made0;
     maps0 = maps;
     vmm0 = vmm;
+    made0 = made;
     if (R.cur.step % R.step_stride == 0) {
         if (!R.steps) R.steps = calloc(AO_STEPS_MAX, sizeof *R.steps);
         if (R.steps && R.nsteps == AO_STEPS_MAX) { // keep every other one

@@ -55,6 +55,7 @@ typedef struct ao_rec_step_s {
     uint64_t peak, peak_without, offloaded_bytes, reloaded_bytes;
     uint64_t d2h_ns, h2d_ns, wait_ns, offloads, reloads, missed, late;
     uint64_t vmm_mappings, vmm_host_ns; // in this step (stats.h's VMM counters)
+    uint64_t vmm_handles;               // in this step: cuMemCreate calls (memory made)
 } ao_rec_step_t;
 
 typedef struct ao_rec_span_s {

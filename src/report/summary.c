@@ -287,17 +287,21 @@ static void emit_summary(ao_emitter_t *e)
     ao_emit_val(e, NULL, "vmm_mappings", AO_U64(ao_stat_get(AO_STAT_VMM_MAPPINGS)));
     ao_emit_val(e, " made (", "vmm_mapped_bytes", AO_BYTES(ao_stat_get(AO_STAT_VMM_MAPPED_BYTES)));
     ao_emit_val(e, "), ", "vmm_unmappings", AO_U64(ao_stat_get(AO_STAT_VMM_UNMAPPINGS)));
-    ao_emit_val(e, " unmapped", NULL, AO_STR(""));
+    ao_emit_val(e, " unmapped, ", "vmm_handles_made",
+                AO_U64(ao_stat_get(AO_STAT_MEM_CREATE_CALLS)));
+    ao_emit_val(e, " handles made", NULL, AO_STR(""));
     json_only(e, "vmm_host_ns", AO_NS(ao_stat_get(AO_STAT_VMM_HOST_NS)));
     if (R.nsteps) {
         const ao_rec_step_t *last = &R.steps[R.nsteps - 1];
         ao_emit_val(e, "; step ", "vmm_last_step", AO_U64(last->step));
         ao_emit_val(e, ": ", "vmm_last_step_mappings", AO_U64(last->vmm_mappings));
-        ao_emit_val(e, " made", NULL, AO_STR(""));
+        ao_emit_val(e, " made, ", "vmm_last_step_handles_made", AO_U64(last->vmm_handles));
+        ao_emit_val(e, " handles made", NULL, AO_STR(""));
         json_only(e, "vmm_last_step_host_ns", AO_NS(last->vmm_host_ns));
     } else {
         json_only(e, "vmm_last_step", AO_I64(-1));
         json_only(e, "vmm_last_step_mappings", AO_U64(0));
+        json_only(e, "vmm_last_step_handles_made", AO_U64(0));
         json_only(e, "vmm_last_step_host_ns", AO_NS(0));
     }
     ao_emit_row_end(e);
@@ -482,6 +486,7 @@ static void emit_steps(ao_emitter_t *e)
         ao_emit_json(e, "wait_ns", AO_U64(s->wait_ns));
         ao_emit_json(e, "vmm_mappings", AO_U64(s->vmm_mappings));
         ao_emit_json(e, "vmm_host_ns", AO_U64(s->vmm_host_ns));
+        ao_emit_json(e, "vmm_handles_made", AO_U64(s->vmm_handles));
         ao_emit_json(e, "prefetches_missed", AO_U64(s->missed));
         ao_emit_json(e, "late_reloads", AO_U64(s->late));
         ao_emit_obj_end(e);

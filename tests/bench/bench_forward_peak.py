@@ -30,7 +30,9 @@
 #     model against the engine; and the host's time in virtual-memory calls
 #     (vmm_ms_per_step, the simulator's H200 figures, the run's mean) with
 #     the mappings aoshim made in the last step (mappings_last_step, from
-#     its report: physical memory moved between address ranges); and for
+#     its report: physical memory moved between address ranges) and the
+#     handles it made there (handles_made_last_step: memory made anew,
+#     cuMemCreate); and for
 #     the budget the link hides, floor_x: the least step time any schedule
 #     whose copies start at a layer's end can have there (the bytes must be
 #     off by the peak, the link carries them from layer 0's end on; where
@@ -216,7 +218,8 @@ def measure(trace, peak, step, serve, sim=(), fwd_end=None, fwd_alloc=None):
         said = re.search(r"copies exposed ([0-9.]+) ms", (doc or {}).get("summary", {}).get("plan") or "")
         # Mappings aoshim made in its last step: physical memory moved
         # between address ranges, about 50 us of the host's each on the H200.
-        maps = ((doc or {}).get("steps", {}).get("items") or [{}])[-1].get("vmm_mappings", 0)
+        last = ((doc or {}).get("steps", {}).get("items") or [{}])[-1]
+        maps, made = last.get("vmm_mappings", 0), last.get("vmm_handles_made", 0)
         # The same run with the host's virtual-memory calls free (the
         # simulator's SIM_VMM_COST=0; the step without aoshim makes none):
         # how much of what the budget costs is the host's mapping.
@@ -237,7 +240,7 @@ def measure(trace, peak, step, serve, sim=(), fwd_end=None, fwd_alloc=None):
                  if name == "25pct" and best else "")
               + f" exposed_ms={(times[-1] - step) / 1e6:.2f}"
               + f" vmm_ms_per_step={fig.get('vmm_ms_per_step', 0):.1f}"
-              + f" mappings_last_step={maps}"
+              + f" mappings_last_step={maps} handles_made_last_step={made}"
               + (f" vmm_free_last_step_x={free_x:.2f}" if free_x else "")
               + (f" plan_exposed_ms={said.group(1)}" if said else ""))
 
