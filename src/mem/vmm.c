@@ -241,15 +241,16 @@ static size_t pool_move(size_t i, ao_phys_t *ph)
     return it.size;
 }
 
-// Idle handles into ph, the largest that still fit in turn, until size is
-// covered, none fits or ph holds most. Returns the bytes covered (got, those
-// ph had already, and theirs).
-static size_t pool_take_fitting(size_t size, size_t got, ao_phys_t *ph, unsigned most)
+// Idle handles of at least least bytes into ph, the largest that still fit
+// in turn, until size is covered, none fits or ph holds most. Returns the
+// bytes covered (got, those ph had already, and theirs).
+static size_t pool_take_fitting(size_t size, size_t got, ao_phys_t *ph, unsigned most, size_t least)
 {
     while (got < size && ph->n < most) {
         size_t best = SIZE_MAX;
         for (size_t i = 0; i < npool; i++)
-            if (got + pool[i].size <= size && (best == SIZE_MAX || pool[i].size > pool[best].size))
+            if (pool[i].size >= least && got + pool[i].size <= size &&
+                (best == SIZE_MAX || pool[i].size > pool[best].size))
                 best = i;
         if (best == SIZE_MAX) break;
         got += pool_move(best, ph);
@@ -268,19 +269,11 @@ static size_t pool_take_fitting(size_t size, size_t got, ao_phys_t *ph, unsigned
 // every step. Returns the bytes covered (got included).
 static size_t pool_take_pages(size_t size, size_t got, ao_phys_t *ph, unsigned most)
 {
-    while (got < size && ph->n < most) {
-        size_t best = SIZE_MAX;
-        for (size_t i = 0; i < npool; i++)
-            if (pool[i].size >= AO_PAGE && got + pool[i].size <= size &&
-                (best == SIZE_MAX || pool[i].size > pool[best].size))
-                best = i;
-        if (best == SIZE_MAX) break;
-        got += pool_move(best, ph);
-    }
+    got = pool_take_fitting(size, got, ph, most, AO_PAGE);
     if (got == size || size - got >= AO_PAGE) return got;
     for (size_t i = 0; i < npool; i++)
         if (pool[i].size == size - got && ph->n < most) return got + pool_move(i, ph);
-    return pool_take_fitting(size, got, ph, most);
+    return pool_take_fitting(size, got, ph, most, 0);
 }
 
 // Idle handles back to the driver, the smallest first, until at least
@@ -315,7 +308,7 @@ static size_t pool_take_tiles(size_t size, ao_phys_t *ph, unsigned room)
 {
     for (size_t i = 0; i < npool; i++)
         if (pool[i].size == size) return pool_move(i, ph); // ph is empty
-    return pool_take_fitting(size, 0, ph, room - 1); // a slot left for a created remainder
+    return pool_take_fitting(size, 0, ph, room - 1, 0);    // a slot left for a created remainder
 }
 
 size_t ao_phys_trim_to(size_t keep)

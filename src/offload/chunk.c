@@ -35,12 +35,18 @@ void ao_chunk_set(ao_chunk_t *c, ao_state_t st)
     ao_vmm_mark(c->base, c->size, g, c);
 }
 
+// ao_phys_unmap, once more if it failed: the failure may have been passing.
+static CUresult unmap_twice(CUdeviceptr p, size_t size, ao_phys_t *ph)
+{
+    CUresult r = ao_phys_unmap(p, size, ph);
+    return r == CUDA_SUCCESS ? r : ao_phys_unmap(p, size, ph);
+}
+
 // False when the mapping stays: a chunk marked unmapped while still mapped
 // made its next map at the same address fail, and the layer was refused.
 bool ao_chunk_unmap(ao_chunk_t *c)
 {
-    CUresult r = ao_phys_unmap(c->base, c->size, &c->phys);
-    if (r != CUDA_SUCCESS) r = ao_phys_unmap(c->base, c->size, &c->phys); // may have been passing
+    CUresult r = unmap_twice(c->base, c->size, &c->phys);
     if (r != CUDA_SUCCESS) {
         if (!ao_cuda_gone_at_exit(r))
             WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): the memory stays mapped", (int)r);
@@ -230,8 +236,7 @@ static bool idle_done(ao_idle_t *i)
 static bool idle_unmap_one(ao_idle_t *i)
 {
     idle_ordered(i);
-    CUresult r = ao_phys_unmap(i->base, i->size, &i->phys);
-    if (r != CUDA_SUCCESS) r = ao_phys_unmap(i->base, i->size, &i->phys);
+    CUresult r = unmap_twice(i->base, i->size, &i->phys);
     if (r != CUDA_SUCCESS) {
         if (!ao_cuda_gone_at_exit(r))
             WARN_ONCE("cuMemUnmap failed twice (CUDA error %d): idle memory stays mapped", (int)r);
@@ -246,10 +251,10 @@ static bool idle_unmap_one(ao_idle_t *i)
 // its address (a need of 8 MiB unmapped a 480 MiB range whole, 15
 // mappings at 19.5 us each on the host's critical path: train_step
 // --pytorch's backward). Adds the bytes given to *got; false when it does
-// not apply (the range goes whole).
+// not apply or the unmap failed (the range goes whole: idle_unmap_one).
 static bool idle_unmap_tail(ao_idle_t *i, size_t need, size_t *got)
 {
-    if (!ao_vmm.fine || i->unordered || i->size < need + AO_PAGE) return false;
+    if (!ao_vmm.fine || i->unordered) return false;
     size_t tail = 0;
     unsigned n = i->phys.n;
     while (n > 1 && tail < need)
@@ -259,9 +264,8 @@ static bool idle_unmap_tail(ao_idle_t *i, size_t need, size_t *got)
     if (!ao_phys_split(&i->phys, n, &head)) return false; // i->phys: the tail
     idle_ordered(i);
     const CUdeviceptr at = i->base + (i->size - tail);
-    CUresult r = ao_phys_unmap(at, tail, &i->phys);
-    if (r != CUDA_SUCCESS) r = ao_phys_unmap(at, tail, &i->phys);
-    if (r != CUDA_SUCCESS) { // still mapped, as a whole: the lists joined again
+    if (unmap_twice(at, tail, &i->phys) !=
+        CUDA_SUCCESS) { // still mapped, as a whole: the lists joined again
         if (ao_phys_join(&head, &i->phys))
             i->phys = head;
         else
