@@ -83,7 +83,8 @@ int main(void)
     // Four pages freed on s2 and done, kept; then two pages asked for on s1,
     // with no memory idle: the kept range gives its last two pages
     // (unmapped, mapped for s1), not all four, and keeps its first two at
-    // their place, which the next two pages asked for on s2 take whole.
+    // their place, which the next two pages asked for on s2 take whole;
+    // both written and read back, each its own bytes.
     void *t, *u, *w;
     sim_stats_t st0, st1;
     CHECK(cudaMallocAsync(&t, BIG, s2));
@@ -99,6 +100,14 @@ int main(void)
     tail &= st0.map_calls == st1.map_calls;
     CHECK(cudaMemsetAsync(u, 0x22, BIG / 2, s1));
     CHECK(cudaMemsetAsync(w, 0x23, BIG / 2, s2));
+    CHECK(cudaDeviceSynchronize());
+    // Each its own memory: the tail's pages now u's, the head still w's.
+    char ends[4];
+    CHECK(cudaMemcpy(&ends[0], u, 1, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(&ends[1], (char *)u + BIG / 2 - 1, 1, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(&ends[2], w, 1, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(&ends[3], (char *)w + BIG / 2 - 1, 1, cudaMemcpyDeviceToHost));
+    tail &= ends[0] == 0x22 && ends[1] == 0x22 && ends[2] == 0x23 && ends[3] == 0x23;
     CHECK(cudaFreeAsync(u, s1));
     CHECK(cudaFreeAsync(w, s2));
     CHECK(cudaDeviceSynchronize());
