@@ -499,8 +499,9 @@ static CUresult map_range(ao_chunk_t *c, CUdeviceptr p, size_t want, size_t leas
         size_t l = lending ? lend(need, size, by.stream, c->served) : 0;
         lent += l;
         if (l || idle_unmap_for(need, size, false)) continue;
-        if (least < size && ao_phys_idle_pages() >= least) {
-            size = ao_phys_idle_pages(); // all its pages (lent handles first): none is made
+        const size_t pages = least < size ? ao_phys_idle_pages() : 0;
+        if (least < size && pages >= least) {
+            size = pages; // all its pages (lent handles first): none is made
             break;
         }
         if (ao_wait_one_release()) continue;
