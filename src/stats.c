@@ -84,7 +84,9 @@ int ao_stat_step_peak_where(void)
 
 void ao_stat_where_text(int where, char *out, unsigned n)
 {
-    if (where >= AO_WHERE_FORWARD)
+    if (where >= AO_WHERE_ENDED)
+        snprintf(out, n, "no layer (after the forward of layer %d)", where - AO_WHERE_ENDED);
+    else if (where >= AO_WHERE_FORWARD)
         snprintf(out, n, "the forward of layer %d", where - AO_WHERE_FORWARD);
     else
         snprintf(out, n, "%s",

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "config.h"
+
 // X(NAME, label in the summary)
 #define AO_STATS(X)                                                                                \
     X(PASSTHROUGH_BYTES, "device bytes allocated outside aoshim (live)")                           \
@@ -111,16 +113,19 @@ uint64_t ao_stat_step_peak_with(void);
 void ao_stat_step_reset(void);
 // Where in the step the program is (the engine sets it at each boundary),
 // and where this step's peak without offloading came: AO_WHERE_FORWARD + L
-// in the forward, from layer L's begin on (until the next layer's), the
-// backward, after the backward (the optimizer, until the step ends), before
-// the first forward layer of a step (after the last one's end), or unknown
-// (before any layer call).
+// in the forward of layer L, AO_WHERE_ENDED + L after its end and before
+// the next layer call (after the forward's last layer: the head, the loss),
+// the backward, after the backward (the optimizer, until the step ends),
+// before the first forward layer of a step (after the last one's end), or
+// unknown (before any layer call). Both forward kinds are >= AO_WHERE_FORWARD:
+// a peak that layers ended before it can lower.
 enum {
     AO_WHERE_UNKNOWN = 0,
     AO_WHERE_OUTSIDE = 1,
     AO_WHERE_BACKWARD = 2,
     AO_WHERE_AFTER = 3,
     AO_WHERE_FORWARD = 4,
+    AO_WHERE_ENDED = AO_WHERE_FORWARD + AO_MAX_LAYERS,
 };
 extern int ao_stat_where_now;
 int ao_stat_step_peak_where(void);

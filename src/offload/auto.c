@@ -355,7 +355,7 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
         ao_auto.said_why = ao_auto.why;
         ao_auto.why = NULL;
     }
-    char need[32], peak[32], budget[32], line[640], slack[128] = "", where[48], miss[192] = "";
+    char need[32], peak[32], budget[32], line[704], slack[128] = "", where[96], miss[192] = "";
     fmt_bytes(need, sizeof need, in->peak_without);
     ao_stat_where_text(ao_auto.peak_where, where, sizeof where);
     if (unmovable) {

@@ -1047,6 +1047,9 @@ int ao_engine_layer_end(int layer)
     release_point(s->mb, s);
     s->offload_pending = true;
     early_start(s);
+    // Until the next layer call: after the forward's last layer, the head
+    // and the loss, where a peak is named as such.
+    __atomic_store_n(&ao_stat_where_now, AO_WHERE_ENDED + layer, __ATOMIC_RELAXED);
     return ao_engine_leave(0);
 }
 

@@ -85,7 +85,7 @@ typedef struct ao_rec_s {
     uint64_t origin_ns; // CLOCK_MONOTONIC at the first event (or ao_rec_device)
     char device_name[128];
     char frontend[256];   // who marks the layers (aoshim_set_frontend), "" if no one said
-    char plan[384];       // the latest plan (AOSHIM_OFFLOAD_LAYERS=auto), "" if none
+    char plan[704];       // the latest plan (AOSHIM_OFFLOAD_LAYERS=auto), "" if none
     unsigned plans;       // plans made
     bool off;             // offloading off (AOSHIM_ENABLE=0)
     const char *declined; // offloading declined: why (a static string), NULL if not

@@ -367,7 +367,7 @@ static void emit_summary(ao_emitter_t *e)
     // AOSHIM_OFFLOAD_LAYERS=auto: what the planner chose last, and how often
     // it chose anew (a change of shapes, an allocation that failed).
     if (R.plan[0]) {
-        char plan[420];
+        char plan[740];
         snprintf(plan, sizeof plan, "%s (plan %u)", R.plan, R.plans);
         ao_emit_kv(e, "offload plan", "plan", AO_STR(plan));
     } else {

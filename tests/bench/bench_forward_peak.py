@@ -33,15 +33,22 @@
 #     its report: physical memory moved between address ranges) and the
 #     handles it made there (handles_made_last_step: memory made anew,
 #     cuMemCreate); and for
-#     the budget the link hides, floor_x: the least step time any schedule
-#     whose copies start at a layer's end can have there (the bytes must be
-#     off by the peak, the link carries them from layer 0's end on; where
-#     the peak is in the forward of layer L, by L's end: from the steps
-#     without offloading, aoshim's timeline of them; and whatever the
-#     forward's layers allocated beyond the budget, by each one's end), and
-#     floor_any_x, the
-#     same for copies from the forward's start (every tensor copied as it is
-#     made): above 1.03, the budget is more than the forward's time carries;
+#     the budget the link hides, the floors, from the steps without
+#     offloading (aoshim's timeline of their layers, the replay's most
+#     allocated in each layer and in the head after the last): floor_x, the
+#     least step time any schedule whose copies start at a layer's end can
+#     have there, whatever its allocator (what the program allocated beyond
+#     the budget off by each forward layer's end, and by the last one's for
+#     the head, the link carrying it from layer 0's end on); floor_pool_x,
+#     the same with the device's memory beyond the allocations kept as it is
+#     without aoshim (the peak in use less the budget off by the peak: a
+#     schedule that leaves the program's allocator as it is); floor_any_x,
+#     that for copies from the forward's start (every tensor copied as it
+#     is made): above 1.03, the budget is more than the forward's time
+#     carries unless memory is packed tighter; floor_bwd_x, the backward's
+#     side (what must still be off at each point against what the link can
+#     have brought back by each later layer's backward: 1.00 where the
+#     backward binds no schedule);
 #     and vmm_free_last_step_x, the last step of the same run with the
 #     host's virtual-memory calls free (the simulator's SIM_VMM_COST=0):
 #     what the budget costs beyond the host's mapping;
@@ -105,6 +112,14 @@ def replay(trace, *aoenv, sim=()):
                         p.stderr)
         if fwd:
             fig["fwd_alloc"] = {int(k): int(v) for k, v in (w.split(":") for w in fwd.group(1).split())}
+        bwd = re.search(r"most allocated_bytes in each backward layer of the last step:((?: \d+:\d+)+)",
+                        p.stderr)
+        if bwd:
+            fig["bwd_alloc"] = {int(k): int(v) for k, v in (w.split(":") for w in bwd.group(1).split())}
+        head = re.search(r"most allocated_bytes from the forward's last layer to the backward of the "
+                         r"last step: (\d+)", p.stderr)
+        if head:
+            fig["head_alloc"] = int(head.group(1))
         doc = None
         if aoenv and os.path.exists(rep):
             with open(rep) as f:
@@ -122,11 +137,11 @@ def median(xs):
     return xs[len(xs) // 2] if xs else 0
 
 
-def forward_ends(trace, sim=()):
-    """Each forward layer's end on the GPU, from the start of layer 0's
-    forward, in steps that offload nothing (aoshim tracking nothing: its
+def layer_times(trace, sim=()):
+    """Each layer's forward and backward on the GPU, from the start of layer
+    0's forward, in steps that offload nothing (aoshim tracking nothing: its
     timeline, AOSHIM_TRACE), the median over the steps after the first, in
-    ns: {layer: end}."""
+    ns: {("forward" or "backward", layer): (start, end)}."""
     with tempfile.TemporaryDirectory() as d:
         tl = os.path.join(d, "t.json")
         replay(trace, "AOSHIM_OFFLOAD_LAYERS=0", f"AOSHIM_TRACE={tl}", sim=sim)
@@ -135,53 +150,104 @@ def forward_ends(trace, sim=()):
         with open(tl) as f:
             doc = json.load(f)
     ev = [e for e in (doc["traceEvents"] if isinstance(doc, dict) else doc)
-          if e.get("ph") == "X" and re.match(r"forward L\d+ ", e.get("name", ""))]
+          if e.get("ph") == "X" and re.match(r"(forward|backward) L\d+ ", e.get("name", ""))]
     starts = sorted(e["ts"] for e in ev if e["name"].startswith("forward L0 "))
-    ends = {}
+    spans = {}
     for i in range(1, len(starts)):
         hi = starts[i + 1] if i + 1 < len(starts) else float("inf")
         for e in ev:
             if starts[i] <= e["ts"] < hi:
-                layer = int(e["name"].split()[1][1:])
-                ends.setdefault(layer, []).append((e["ts"] + e["dur"] - starts[i]) * 1000)
-    return {k: median(v) for k, v in ends.items()}
+                key = (e["name"].split()[0], int(e["name"].split()[1][1:]))
+                spans.setdefault(key, []).append(((e["ts"] - starts[i]) * 1000,
+                                                  (e["ts"] + e["dur"] - starts[i]) * 1000))
+    return {k: (median([a for a, _ in v]), median([b for _, b in v])) for k, v in spans.items()}
 
 
-def floor_x(doc, step, fwd_end, hide, from_start=False, curve=None):
+def forward_ends(times):
+    """Each forward layer's end (layer_times): {layer: end}."""
+    return {l: end for (kind, l), (_, end) in times.items() if kind == "forward"}
+
+
+def floor_x(doc, step, fwd_end, hide, from_start=False, curve=None, pool=False):
     """The least step time, against the step without aoshim, of any schedule
     whose copies start at a layer's end (from_start: at the forward's start,
-    as if every tensor went as it was made), under a budget hide bytes below
-    the peak: those bytes must be off the device by the peak, and the link
-    carries them from layer 0's end on. Where the peak is in the forward of
-    layer L (the plan says), it has passed by L's end, so the forward stops
-    at least hide / LINK less that window. curve: (the context's bytes, the
-    budget, the most the program allocated in each forward layer without
-    aoshim, from the replay): whatever allocates, layer L holds at least the
-    context and those bytes by its end, so all above the budget must be off
-    by then. Where neither binds (the peak later, the forward's allocations
-    under the budget), the forward gives no bound (1.00)."""
+    as if every tensor went as it was made); the link carries them from
+    layer 0's end on. curve: (the context's bytes, the budget, the most the
+    program allocated in each forward layer without aoshim, and in the head
+    after the last one, from the replay): whatever allocates, layer L holds
+    at least the context and those bytes by its end (the head by the last
+    layer's end), so all above the budget must be off by then, and the
+    forward stops for what the link cannot carry by then. pool: the same
+    with the device's memory beyond the allocations at the peak kept as it
+    is without aoshim (the pool's reserve, its rounding): hide bytes, the
+    peak in use less the budget, off by the peak, which has passed by layer
+    L's end where the plan names the forward of layer L or the time after
+    it; a floor for a schedule that leaves the program's allocator as it
+    is, not for one that packs its memory tighter. Where nothing binds, the
+    forward gives no bound (1.00)."""
     if 0 not in fwd_end:
         return 1.0
     t0 = 0 if from_start else fwd_end[0]
     need = []  # (bytes off by then, window)
-    m = re.search(r"its peak in the forward of layer (\d+)",
+    m = re.search(r"its peak in (?:the forward of layer |no layer \(after the forward of layer )(\d+)",
                   ((doc or {}).get("summary") or {}).get("plan") or "")
-    if m and int(m.group(1)) in fwd_end:
+    if pool and m and int(m.group(1)) in fwd_end:
         need.append((hide, fwd_end[int(m.group(1))] - t0))
     if curve:
-        ctx, budget, alloc = curve
+        ctx, budget, alloc, head = curve
         need += [(ctx + b - budget, fwd_end[l] - t0) for l, b in alloc.items() if l in fwd_end]
+        if head:
+            need.append((ctx + head - budget, fwd_end[max(fwd_end)] - t0))
     stop = max([0.0] + [n / LINK - w for n, w in need])
     return (step + stop) / step
 
 
-def measure(trace, peak, step, serve, sim=(), fwd_end=None, fwd_alloc=None):
+def floor_bwd_x(step, spans, ctx, budget, base, layer_bytes):
+    """The backward's side of the same floor: the least step time, against
+    the step without aoshim, that bringing the bytes back allows any
+    schedule of layers' copies. At each point of the step without aoshim
+    where the program had U allocated (the most in a forward layer, from its
+    start; in the head, from the last forward layer's end; in a backward
+    layer, from its start), at least ctx + U - budget bytes are off the
+    device. By the start of layer k's backward, every byte of layers k and
+    above is back, so at most the bytes of layers below k are still off
+    (layer_bytes: each layer's tracked bytes a step, all it could have had
+    off). The difference crosses the link (one direction, at LINK) between
+    the two points, or the step stops for it. A lower bound: it ignores the
+    memory the reloads need and the host's mapping; with no layer under k
+    offloadable it asks all of them back in time. 1.00: the backward binds
+    no schedule."""
+    bwd = {l: a for (kind, l), (a, _) in spans.items() if kind == "backward"}
+    fwd = {l: se for (kind, l), se in spans.items() if kind == "forward"}
+    if not bwd or not fwd:
+        return 1.0
+    points = [(fwd[l][0], u) for l, u in (base.get("fwd_alloc") or {}).items() if l in fwd]
+    if base.get("head_alloc"):
+        points.append((fwd[max(fwd)][1], base["head_alloc"]))
+    points += [(bwd[l], u) for l, u in (base.get("bwd_alloc") or {}).items() if l in bwd]
+    stop = 0.0
+    for t1, u in points:
+        off = ctx + u - budget
+        if off <= 0:
+            continue
+        for k, t2 in bwd.items():
+            if t2 >= t1:
+                below = sum(b for l, b in layer_bytes.items() if l < k)
+                stop = max(stop, (off - below) / LINK - (t2 - t1))
+    return (step + stop) / step
+
+
+def measure(trace, peak, step, serve, sim=(), spans=None, base=None):
+    fwd_end = forward_ends(spans or {})
+    base = base or {}
+    fwd_alloc = base.get("fwd_alloc")
     ctx = next((int(p.split("=", 1)[1]) for p in sim if p.startswith("SIM_CONTEXT_BYTES=")), 0)
     fig, peaks, times, doc = replay(trace, "AOSHIM_OFFLOAD_LAYERS=all", serve, sim=sim)
     s = doc["summary"]
     nlayers = len(doc["layers"])
     # The activations: what the forward saves in one step (aoshim's count).
     acts = sum(x["tracked_bytes"] for x in doc["layers"]) // fig["steps"]
+    layer_bytes = {x["layer"]: x["tracked_bytes"] // fig["steps"] for x in doc["layers"]}
     print(f"activations_per_step_gib={gib(acts)} served_allocs={s['served_allocs']} "
           f"served_from_step={s['served_from_step']}")
     off = s["peak_without_offloading_bytes"] - s["peak_device_bytes"]
@@ -209,7 +275,7 @@ def measure(trace, peak, step, serve, sim=(), fwd_end=None, fwd_alloc=None):
         budgets.insert(1, ("hidden_fwd", peak - int(LINK * fwd_end[max(fwd_end)])))
     for name, budget in budgets:
         hide = peak - budget  # the bytes that must be off the device at the peak
-        curve = (ctx, budget, fwd_alloc) if fwd_alloc else None
+        curve = (ctx, budget, fwd_alloc, base.get("head_alloc")) if fwd_alloc else None
         fig, peaks, times, doc = replay(trace, f"AOSHIM_BUDGET={budget}", serve, sim=sim)
         kept = peaks[-1] <= budget
         best = min((t for p, t in static.values() if p <= budget), default=None)
@@ -234,7 +300,9 @@ def measure(trace, peak, step, serve, sim=(), fwd_end=None, fwd_alloc=None):
               f"most_over_mib={max([0] + [p - budget for p in peaks]) / 2**20:.1f} "
               f"last_step_x={times[-1] / step:.2f} steps_x_from_4th={median(times[3:]) / step:.2f}"
               + (f" (target <= 1.03) floor_x={floor_x(doc, step, fwd_end or {}, hide, curve=curve):.2f}"
-                 f" floor_any_x={floor_x(doc, step, fwd_end or {}, hide, True, curve):.2f}"
+                 f" floor_pool_x={floor_x(doc, step, fwd_end or {}, hide, curve=curve, pool=True):.2f}"
+                 f" floor_any_x={floor_x(doc, step, fwd_end or {}, hide, True, curve, True):.2f}"
+                 f" floor_bwd_x={floor_bwd_x(step, spans or {}, ctx, budget, base, layer_bytes):.2f}"
                  if name.startswith("hidden") else "")
               + (f" vs_best_static={times[-1] / best:.2f} (target <= 1.10)"
                  if name == "25pct" and best else "")
@@ -288,11 +356,11 @@ def bench(name, trace, sim=()):
     # one pool for both (offload/serve.c), from the first step here (the
     # traces set the pool's release threshold to the maximum, as PyTorch
     # does).
-    fwd_end = forward_ends(trace, sim)
+    spans = layer_times(trace, sim)
     for serve in ("0", "auto"):
         print(f"-- AOSHIM_SERVE={serve}")
-        measure(trace, peak, step, f"AOSHIM_SERVE={serve}", sim=sim, fwd_end=fwd_end,
-                fwd_alloc=base.get("fwd_alloc"))
+        measure(trace, peak, step, f"AOSHIM_SERVE={serve}", sim=sim, spans=spans,
+                base=base)
 
 
 def main():

@@ -183,10 +183,16 @@ static struct {
 
 static int cur_step; // 1-based replayed step, 0 in the setup
 // The most allocated in each forward layer: this step's, the last whole
-// step's; the forward layer open (-1: none).
+// step's; the forward layer open (-1: none). The same in each backward
+// layer, and in the head: from the forward's last layer's end to the
+// step's first backward layer (head_open: in it).
 #define FWD_END_MAX 4096
 static uint64_t fwd_end_now[FWD_END_MAX], fwd_end_last[FWD_END_MAX];
 static int fwd_end_n, fwd_open = -1;
+static uint64_t bwd_most_now[FWD_END_MAX], bwd_most_last[FWD_END_MAX];
+static int bwd_most_n, bwd_open = -1;
+static uint64_t head_now, head_step, head_last;
+static bool head_open;
 static int cur_phase = -1;
 static size_t cur_line;
 
@@ -1115,6 +1121,8 @@ static void sample(void)
 static void fwd_note(void)
 {
     if (fwd_open >= 0 && M.live > fwd_end_now[fwd_open]) fwd_end_now[fwd_open] = M.live;
+    if (bwd_open >= 0 && M.live > bwd_most_now[bwd_open]) bwd_most_now[bwd_open] = M.live;
+    if (head_open && M.live > head_now) head_now = M.live;
 }
 
 static void count_alloc(uint64_t bytes)
@@ -2066,13 +2074,31 @@ static void issue(size_t i)
         // (tests/bench/bench_forward_peak.py). Not the driver's count: a
         // pool that keeps its frees holds its high-water from the first
         // layer on.
+        // The same in each backward layer and in the head (from a forward
+        // layer's end to the next forward layer or the first backward one),
+        // for the floor's backward side: what must still be off the device
+        // there, against what the link can have brought back by each later
+        // layer's backward.
         if (r->op == LO_BEGIN && r->id >= 0 && r->id < FWD_END_MAX) {
             fwd_open = r->id;
+            head_open = false;
             fwd_note();
             if (r->id >= fwd_end_n) fwd_end_n = r->id + 1;
         } else if (r->op == LO_END) {
             fwd_note();
             fwd_open = -1;
+            head_open = !bwd_seen;
+            head_now = 0;
+            fwd_note();
+        } else if (r->op == LO_BWD_BEGIN && r->id >= 0 && r->id < FWD_END_MAX) {
+            if (head_open) head_step = head_now;
+            head_open = false;
+            bwd_open = r->id;
+            fwd_note();
+            if (r->id >= bwd_most_n) bwd_most_n = r->id + 1;
+        } else if (r->op == LO_BWD_END) {
+            fwd_note();
+            bwd_open = -1;
         }
         // Device memory in use when the step's backward begins: after the
         // loss, before the backward's own reloads.
@@ -2388,6 +2414,17 @@ static void say_notes(void)
             fprintf(stderr, " %d:%" PRIu64, l, fwd_end_last[l]);
         fprintf(stderr, "\n");
     }
+    if (bwd_most_n) {
+        fprintf(stderr, PROG ": most allocated_bytes in each backward layer of the last step:");
+        for (int l = 0; l < bwd_most_n; l++)
+            fprintf(stderr, " %d:%" PRIu64, l, bwd_most_last[l]);
+        fprintf(stderr, "\n");
+    }
+    if (head_last)
+        fprintf(stderr,
+                PROG ": most allocated_bytes from the forward's last layer to the backward of "
+                     "the last step: %" PRIu64 "\n",
+                head_last);
     const char *none = "(no phase record)";
     fprintf(stderr,
             PROG ": peak_device_bytes at trace line %zu (step %d, phase %s); peak_in_use_bytes at "
@@ -2507,6 +2544,11 @@ int main(int argc, char **argv)
         M.step_in_use = 0;
         memcpy(fwd_end_last, fwd_end_now, sizeof fwd_end_now);
         memset(fwd_end_now, 0, sizeof fwd_end_now);
+        memcpy(bwd_most_last, bwd_most_now, sizeof bwd_most_now);
+        memset(bwd_most_now, 0, sizeof bwd_most_now);
+        head_last = head_step;
+        head_step = head_now = 0;
+        head_open = false;
         t0 = t;
         M.steps = i;
     }

@@ -136,33 +136,58 @@ def trace_peak(path):
     return peak
 
 
-def trace_fwd_most(path):
+def trace_layer_most(path):
     """The most the trace had allocated in each forward layer (from its
-    begin record to its end, the most over microbatches) of its last step:
-    {layer: bytes}, as the trace's alloc and free records add up."""
+    begin record to its end, the most over microbatches), in each backward
+    layer (backward_begin to backward_end) and in the head (from the
+    forward's last end record to the step's first backward_begin), of its
+    last step: ({layer: bytes}, {layer: bytes}, bytes), as the trace's alloc
+    and free records add up."""
     live, cur = {}, 0
-    now, last, open_ = {}, {}, None
+    now, last = ({}, {}, [0]), ({}, {}, [0])
+    fwd = bwd = None
+    head = bwd_seen = False
     for kind, kv in trace_records(path, ("alloc", "free", "layer")):
+        op = kv.get("op")
         if kind == "alloc":
             live[kv["addr"]] = int(kv["size"])
             cur += int(kv["size"])
         elif kind == "free":
             cur -= live.pop(kv["addr"])
-        elif kv.get("op") == "begin":
-            open_ = int(kv["layer"])
-        elif kv.get("op") == "end":
-            open_ = None
-        elif kv.get("op") == "step_end":
-            last, now = now, {}
-        if open_ is not None:
-            now[open_] = max(now.get(open_, 0), cur)
-    return last
+        elif op == "begin":
+            fwd, head = int(kv["layer"]), False
+        elif op == "end":
+            fwd, head = None, not bwd_seen
+            now[2][0] = 0
+        elif op == "backward_begin":
+            if head:
+                now[2].append(now[2][0])  # the head's most, as the backward begins
+            bwd, head, bwd_seen = int(kv["layer"]), False, True
+        elif op == "backward_end":
+            now[1][bwd] = max(now[1].get(bwd, 0), cur)
+            bwd = None
+        elif op == "step_end":
+            last, now, bwd_seen = now, ({}, {}, [0]), False
+        if fwd is not None:
+            now[0][fwd] = max(now[0].get(fwd, 0), cur)
+        if bwd is not None:
+            now[1][bwd] = max(now[1].get(bwd, 0), cur)
+        if head:
+            now[2][0] = max(now[2][0], cur)
+    return last[0], last[1], last[2][1] if len(last[2]) > 1 else 0
 
 
-def fwd_most(err):
-    """The replay's most allocated in each forward layer of its last step."""
-    m = re.search(r"most allocated_bytes in each forward layer of the last step:((?: \d+:\d+)+)", err)
-    return {int(k): int(v) for k, v in (w.split(":") for w in m.group(1).split())} if m else {}
+def layer_most(err):
+    """The replay's most allocated in each forward and backward layer and in
+    the head of its last step."""
+    out = []
+    for what in ("forward", "backward"):
+        m = re.search(rf"most allocated_bytes in each {what} layer of the last step:((?: \d+:\d+)+)",
+                      err)
+        out.append({int(k): int(v) for k, v in (w.split(":") for w in m.group(1).split())} if m else {})
+    m = re.search(r"most allocated_bytes from the forward's last layer to the backward of the last "
+                  r"step: (\d+)", err)
+    return out[0], out[1], int(m.group(1)) if m else 0
 
 
 def step_durations(path):
@@ -203,11 +228,13 @@ def group_peak():
         expect(0 < fig["fwd_in_use_bytes"] <= fig["peak_in_use_bytes"],
                f"{name}: fwd_in_use_bytes {fig['fwd_in_use_bytes']}")
         expect(fig["late_reloads"] == 0, f"{name}: late_reloads {fig['late_reloads']} without aoshim")
-        # The most allocated in each forward layer of the last step (a
-        # bench's floor reads it): the trace's own sums, layer by layer.
-        want_fwd = trace_fwd_most(path)
-        expect(want_fwd and fwd_most(err) == want_fwd,
-               f"{name}: most allocated in each forward layer {fwd_most(err)}, the trace's {want_fwd}")
+        # The most allocated in each forward and backward layer and in the
+        # head of the last step (a bench's floors read them): the trace's
+        # own sums, layer by layer.
+        want_most = trace_layer_most(path)
+        expect(want_most[0] and want_most[1] and layer_most(err) == want_most,
+               f"{name}: most allocated in each forward layer, backward layer and the head "
+               f"{layer_most(err)}, the trace's {want_most}")
         # One compute stream: the step lasts at least its kernels' durations
         # (the kernels without dur= add the replay's model on top).
         durs = step_durations(path)
@@ -680,6 +707,16 @@ def group_gpu():
                                                              ("AOSHIM_QUIET", "0")])
         ok_clean(fig, f"{name} with the budget")
         report_true(doc, fig, base, f"{name} with the budget", int(ctx[0][1]))
+        # Where the peak is: each of these steps allocates the most in its
+        # head (the logits and the loss, after the forward's last layer, by
+        # the trace's own sums), and the plan names it so, not as the last
+        # layer's forward.
+        fwd_most, _, head_most = trace_layer_most(tr)
+        where = re.search(r"its peak in no layer \(after the forward of layer (\d+)\)", err)
+        expect(head_most > max(fwd_most.values()) and where and
+               int(where.group(1)) == max(fwd_most),
+               f"{name}: the head's most {head_most}, the forward's {max(fwd_most.values())}; "
+               f"the plan's peak: {re.findall(r'its peak in [^,]*', err)[-1:]}")
         steps = each_step(err)
         last = steps[-1] if steps else 0
         print(f"    plan: replay '{plan_layers(err)}' (the GPU's, before the plan counted the "
