@@ -507,7 +507,15 @@ static CUresult map_range(ao_chunk_t *c, CUdeviceptr p, size_t want, size_t leas
         if (ao_wait_one_release()) continue;
         break;
     }
+    const uint64_t made0 = ao_stat_get(AO_STAT_MEM_CREATE_CALLS);
     CUresult r = ao_phys_map(p, size, ph, c->split);
+    // Memory made: the device's count can peak here, between boundaries (a
+    // served allocation's last part made after a page went back), where
+    // the plan's figure for what the device holds beyond the allocations
+    // must see it. Sampled only then: a driver call, and in the steady
+    // state a few handles a step are made.
+    if (ao_auto.on && ao_stat_get(AO_STAT_MEM_CREATE_CALLS) != made0)
+        ao_auto_device_note(ao_device_in_use());
     // Not mapped: lent granules went back to the pool, where a mapping
     // ordered by the host may take them. Their lenders' uses first.
     if (r != CUDA_SUCCESS && lent) lenders_unmap(true);

@@ -11,10 +11,13 @@
 // place in the range, no memory mapped anew, the halves written only after
 // the range's last read; a large allocation goes in the free space a live
 // segment has (serve.c), not in a segment of its own; a kept range gives
-// only the last pages a need takes (chunk.c's idle_unmap_tail). Prints
+// only the last pages a need takes (chunk.c's idle_unmap_tail); a new
+// segment whose last page would be mostly unused has a last part of its own
+// size instead (serve.c). Prints
 // `same_addr=<0|1> read_ok=<0|1> cross_ok=<0|1> shared=<0|1>
 // shared_read_ok=<0|1> keep=<rc> split=<0|1> split_read_ok=<0|1>
-// packed=<0|1> packed_read_ok=<0|1> tail=<0|1>`, then `sim_map_calls=<n>`: the
+// packed=<0|1> packed_read_ok=<0|1> tail=<0|1> lastpart=<0|1>`, then
+// `sim_map_calls=<n>`: the
 // mappings the simulator saw made, which aoshim's report counts too.
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -79,6 +82,32 @@ int main(void)
     CHECK(cudaMallocAsync(&act, SIZE, s1));
     CHECK(cudaMemsetAsync(act, 1, SIZE, s1));
     aoshim_try_layer_end(0);
+
+    // A segment's last part of its own size where a whole last page would
+    // be mostly unused (serve.c): 36 MiB takes 36 from the device, not the
+    // 64 of two pages; 48 MiB, its last page half used, takes two pages.
+    // Both written and read back at their ends.
+    size_t fr0, fr1, fr2, total;
+    void *p36, *p48;
+    char last[2];
+    CHECK(cudaMemGetInfo(&fr0, &total));
+    CHECK(cudaMallocAsync(&p36, 36u << 20, s1));
+    CHECK(cudaMemGetInfo(&fr1, &total));
+    CHECK(cudaMallocAsync(&p48, 48u << 20, s1));
+    CHECK(cudaMemGetInfo(&fr2, &total));
+    CHECK(cudaMemsetAsync(p36, 0x36, 36u << 20, s1));
+    CHECK(cudaMemsetAsync(p48, 0x48, 48u << 20, s1));
+    CHECK(cudaMemcpyAsync(&last[0], (char *)p36 + (36u << 20) - 1, 1, cudaMemcpyDeviceToHost, s1));
+    CHECK(cudaMemcpyAsync(&last[1], (char *)p48 + (48u << 20) - 1, 1, cudaMemcpyDeviceToHost, s1));
+    CHECK(cudaStreamSynchronize(s1));
+    int lastpart =
+        fr0 - fr1 == 36u << 20 && fr1 - fr2 == 64u << 20 && last[0] == 0x36 && last[1] == 0x48;
+    if (!lastpart)
+        fprintf(stderr, "served_reuse: 36 MiB took %zu MiB, 48 took %zu\n", (fr0 - fr1) >> 20,
+                (fr1 - fr2) >> 20);
+    CHECK(cudaFreeAsync(p36, s1));
+    CHECK(cudaFreeAsync(p48, s1));
+    CHECK(cudaStreamSynchronize(s1));
 
     // Four pages freed on s2 and done, kept; then two pages asked for on s1,
     // with no memory idle: the kept range gives its last two pages
@@ -190,10 +219,10 @@ int main(void)
     CHECK(cudaFreeAsync(act, s1));
     CHECK(cudaStreamSynchronize(s1));
     printf("same_addr=%d read_ok=%d cross_ok=%d shared=%d shared_read_ok=%d keep=%d split=%d "
-           "split_read_ok=%d packed=%d packed_read_ok=%d tail=%d\n",
+           "split_read_ok=%d packed=%d packed_read_ok=%d tail=%d lastpart=%d\n",
            same, memcmp(back, pat, SIZE) == 0, memcmp(back2, pat, SIZE) == 0, shared_same,
            memcmp(back3, pat, SMALL) == 0 && memcmp(back4, pat, SMALL) == 0, keep, split, split_ok,
-           packed, packed_ok, tail);
+           packed, packed_ok, tail, lastpart);
     CHECK(simGetStats(&st1));
     printf("sim_map_calls=%llu\n", (unsigned long long)st1.map_calls);
     return 0;
