@@ -110,12 +110,14 @@ static bool default_pool_current(void)
 // The Hugging Face GPT-2's 36 MiB buffers (nineteen live at its peak, in
 // the head) each held a 64 MiB segment, 0.52 GiB of the 0.80 its served
 // segments left unused there, which the plan under a budget moved to the
-// host as well: replayed under the budget its link hides, 1.19x -> 1.05x
+// host as well: replayed under the budget its link hides, 1.20x -> 1.05x
 // the step without aoshim, 25% under 1.30x -> 1.21x; the H200's GPT 1.025x
-// -> 1.035x (its small handles made and given back each step, 12 for 4),
-// the Llama and train_step unchanged. At half a page unused, the Llama took
-// 1.08x for 1.10x but went 40 MiB over one budget; at seven eighths GPT-2
-// took 1.09x.
+// -> 1.035x; the Llama and train_step unchanged. The price is handles made
+// and given back each step, GPT-2 121 for 12 and the GPT 12 for 4: a last
+// part made gives a page back, a page made gives last parts back (idle
+// memory never sits beside new memory). At half a page unused, the Llama
+// took 1.08x for 1.10x but went 40 MiB over one budget; at seven eighths
+// GPT-2 took 1.09x.
 #define SEGMENT_TAIL_UNUSED (AO_PAGE / 4 * 3)
 
 // A new segment for an allocation of rsize bytes: whole pages, the last
