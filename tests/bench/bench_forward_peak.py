@@ -209,28 +209,27 @@ def floor_bwd_x(step, spans, ctx, budget, base, layer_bytes):
     where the program had U allocated (the most in a forward layer, from its
     start; in the head, from the last forward layer's end; in a backward
     layer, from its start), at least ctx + U - budget bytes are off the
-    device. By the start of layer k's backward, every byte of layers k and
-    above is back, so at most the bytes of layers below k are still off
+    device. By the end of layer k's backward, which has read its layer's
+    bytes, at most the bytes of the layers below k are still off
     (layer_bytes: each layer's tracked bytes a step, all it could have had
     off). The difference crosses the link (one direction, at LINK) between
     the two points, or the step stops for it. A lower bound: it ignores the
-    memory the reloads need and the host's mapping; with no layer under k
-    offloadable it asks all of them back in time. 1.00: the backward binds
-    no schedule."""
-    bwd = {l: a for (kind, l), (a, _) in spans.items() if kind == "backward"}
+    memory the reloads need, the host's mapping, and that a layer's backward
+    reads its bytes before its end. 1.00: the backward binds no schedule."""
+    bwd = {l: se for (kind, l), se in spans.items() if kind == "backward"}
     fwd = {l: se for (kind, l), se in spans.items() if kind == "forward"}
     if not bwd or not fwd:
         return 1.0
     points = [(fwd[l][0], u) for l, u in (base.get("fwd_alloc") or {}).items() if l in fwd]
     if base.get("head_alloc"):
         points.append((fwd[max(fwd)][1], base["head_alloc"]))
-    points += [(bwd[l], u) for l, u in (base.get("bwd_alloc") or {}).items() if l in bwd]
+    points += [(bwd[l][0], u) for l, u in (base.get("bwd_alloc") or {}).items() if l in bwd]
     stop = 0.0
     for t1, u in points:
         off = ctx + u - budget
         if off <= 0:
             continue
-        for k, t2 in bwd.items():
+        for k, (_, t2) in bwd.items():
             if t2 >= t1:
                 below = sum(b for l, b in layer_bytes.items() if l < k)
                 stop = max(stop, (off - below) / LINK - (t2 - t1))
