@@ -189,7 +189,8 @@ def floor_x(doc, step, fwd_end, hide, from_start=False, curve=None, pool=False):
         return 1.0
     t0 = 0 if from_start else fwd_end[0]
     need = []  # (bytes off by then, window)
-    m = re.search(r"its peak in (?:the forward of layer |no layer \(after the forward of layer )(\d+)",
+    m = re.search(r"its peak in (?:the forward of layer |no layer \(after the forward of layer |"
+                  r"the head \(after the last layer's forward, layer )(\d+)",
                   ((doc or {}).get("summary") or {}).get("plan") or "")
     if pool and m and int(m.group(1)) in fwd_end:
         need.append((hide, fwd_end[int(m.group(1))] - t0))

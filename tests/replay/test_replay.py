@@ -712,7 +712,7 @@ def group_gpu():
         # the trace's own sums), and the plan names it so, not as the last
         # layer's forward.
         fwd_most, _, head_most = trace_layer_most(tr)
-        where = re.search(r"its peak in no layer \(after the forward of layer (\d+)\)", err)
+        where = re.search(r"its peak in the head \(after the last layer's forward, layer (\d+)\)", err)
         expect(head_most > max(fwd_most.values()) and where and
                int(where.group(1)) == max(fwd_most),
                f"{name}: the head's most {head_most}, the forward's {max(fwd_most.values())}; "
