@@ -498,3 +498,22 @@ Test(auto_late, a_planned_layer_is_marked_with_its_prefetch)
     cr_assert(strstr(ao_auto.why, "layer 0's copy out was late for its reload") != NULL, "%s",
               ao_auto.why);
 }
+
+// Where a peak came, in the plan's words: a layer's forward, the time after
+// a forward layer's end and before the next layer call, the backward, the
+// optimizer. (The head, after the last layer, is named by the plan, which
+// knows the layers: replay_gpu checks it on the H200 steps.)
+Test(auto_step, the_place_of_a_peak_is_named)
+{
+    char w[96];
+    ao_stat_where_text(AO_WHERE_FORWARD + 3, w, sizeof w);
+    cr_expect_str_eq(w, "the forward of layer 3");
+    ao_stat_where_text(AO_WHERE_ENDED + 3, w, sizeof w);
+    cr_expect_str_eq(w, "no layer (after the forward of layer 3)");
+    ao_stat_where_text(AO_WHERE_ENDED + AO_MAX_LAYERS - 1, w, sizeof w);
+    cr_expect_str_eq(w, "no layer (after the forward of layer 4095)");
+    ao_stat_where_text(AO_WHERE_BACKWARD, w, sizeof w);
+    cr_expect_str_eq(w, "the backward");
+    ao_stat_where_text(AO_WHERE_AFTER, w, sizeof w);
+    cr_expect_str_eq(w, "the optimizer (after the backward)");
+}
