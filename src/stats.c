@@ -82,9 +82,11 @@ int ao_stat_step_peak_where(void)
     return __atomic_load_n(&step_peak_where, __ATOMIC_RELAXED);
 }
 
-void ao_stat_where_text(int where, char *out, unsigned n)
+void ao_stat_where_text(int where, int nlayers, char *out, unsigned n)
 {
-    if (where >= AO_WHERE_ENDED)
+    if (nlayers > 0 && where == AO_WHERE_ENDED + nlayers - 1) // what comes before the backward
+        snprintf(out, n, "the head (after the last layer's forward, layer %d)", nlayers - 1);
+    else if (where >= AO_WHERE_ENDED)
         snprintf(out, n, "no layer (after the forward of layer %d)", where - AO_WHERE_ENDED);
     else if (where >= AO_WHERE_FORWARD)
         snprintf(out, n, "the forward of layer %d", where - AO_WHERE_FORWARD);

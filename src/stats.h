@@ -129,7 +129,8 @@ enum {
 };
 extern int ao_stat_where_now;
 int ao_stat_step_peak_where(void);
-// "the optimizer (after the backward)", "the forward of layer 3", ...
-void ao_stat_where_text(int where, char *out, unsigned n);
+// "the optimizer (after the backward)", "the forward of layer 3", ...; the
+// time after the last of nlayers forward layers (0: not known) is "the head".
+void ao_stat_where_text(int where, int nlayers, char *out, unsigned n);
 
 #endif // AO_STATS_H

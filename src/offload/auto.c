@@ -357,9 +357,7 @@ static void plan_take(const ao_plan_in_t *in, bool estimated)
     }
     char need[32], peak[32], budget[32], line[704], slack[128] = "", where[96], miss[192] = "";
     fmt_bytes(need, sizeof need, in->peak_without);
-    ao_stat_where_text(ao_auto.peak_where, where, sizeof where);
-    if (n > 0 && ao_auto.peak_where == AO_WHERE_ENDED + n - 1) // what comes before the backward
-        snprintf(where, sizeof where, "the head (after the last layer's forward, layer %d)", n - 1);
+    ao_stat_where_text(ao_auto.peak_where, n, where, sizeof where);
     if (unmovable) {
         char by[32];
         fmt_bytes(by, sizeof by, in->peak_without - in->budget);

@@ -500,20 +500,23 @@ Test(auto_late, a_planned_layer_is_marked_with_its_prefetch)
 }
 
 // Where a peak came, in the plan's words: a layer's forward, the time after
-// a forward layer's end and before the next layer call, the backward, the
-// optimizer. (The head, after the last layer, is named by the plan, which
-// knows the layers: replay_gpu checks it on the H200 steps.)
+// a forward layer's end and before the next layer call (after the last of
+// the layers the plan knows: the head), the backward, the optimizer.
 Test(auto_step, the_place_of_a_peak_is_named)
 {
     char w[96];
-    ao_stat_where_text(AO_WHERE_FORWARD + 3, w, sizeof w);
+    ao_stat_where_text(AO_WHERE_FORWARD + 3, 8, w, sizeof w);
     cr_expect_str_eq(w, "the forward of layer 3");
-    ao_stat_where_text(AO_WHERE_ENDED + 3, w, sizeof w);
+    ao_stat_where_text(AO_WHERE_ENDED + 3, 8, w, sizeof w);
     cr_expect_str_eq(w, "no layer (after the forward of layer 3)");
-    ao_stat_where_text(AO_WHERE_ENDED + AO_MAX_LAYERS - 1, w, sizeof w);
+    ao_stat_where_text(AO_WHERE_ENDED + 7, 8, w, sizeof w);
+    cr_expect_str_eq(w, "the head (after the last layer's forward, layer 7)");
+    ao_stat_where_text(AO_WHERE_ENDED + 7, 0, w, sizeof w);
+    cr_expect_str_eq(w, "no layer (after the forward of layer 7)");
+    ao_stat_where_text(AO_WHERE_ENDED + AO_MAX_LAYERS - 1, 8, w, sizeof w);
     cr_expect_str_eq(w, "no layer (after the forward of layer 4095)");
-    ao_stat_where_text(AO_WHERE_BACKWARD, w, sizeof w);
+    ao_stat_where_text(AO_WHERE_BACKWARD, 8, w, sizeof w);
     cr_expect_str_eq(w, "the backward");
-    ao_stat_where_text(AO_WHERE_AFTER, w, sizeof w);
+    ao_stat_where_text(AO_WHERE_AFTER, 8, w, sizeof w);
     cr_expect_str_eq(w, "the optimizer (after the backward)");
 }
