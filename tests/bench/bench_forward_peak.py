@@ -163,9 +163,9 @@ def layer_times(trace, sim=()):
     return {k: (median([a for a, _ in v]), median([b for _, b in v])) for k, v in spans.items()}
 
 
-def forward_ends(times):
+def forward_ends(spans):
     """Each forward layer's end (layer_times): {layer: end}."""
-    return {l: end for (kind, l), (_, end) in times.items() if kind == "forward"}
+    return {l: end for (kind, l), (_, end) in spans.items() if kind == "forward"}
 
 
 def floor_x(doc, step, fwd_end, hide, from_start=False, curve=None, pool=False):
@@ -225,6 +225,7 @@ def floor_bwd_x(step, spans, ctx, budget, base, layer_bytes):
     if base.get("head_alloc"):
         points.append((fwd[max(fwd)][1], base["head_alloc"]))
     points += [(bwd[l][0], u) for l, u in (base.get("bwd_alloc") or {}).items() if l in bwd]
+    below = {k: sum(b for l, b in layer_bytes.items() if l < k) for k in bwd}
     stop = 0.0
     for t1, u in points:
         off = ctx + u - budget
@@ -232,8 +233,7 @@ def floor_bwd_x(step, spans, ctx, budget, base, layer_bytes):
             continue
         for k, (_, t2) in bwd.items():
             if t2 >= t1:
-                below = sum(b for l, b in layer_bytes.items() if l < k)
-                stop = max(stop, (off - below) / LINK - (t2 - t1))
+                stop = max(stop, (off - below[k]) / LINK - (t2 - t1))
     return (step + stop) / step
 
 

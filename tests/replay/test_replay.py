@@ -144,7 +144,8 @@ def trace_layer_most(path):
     last step: ({layer: bytes}, {layer: bytes}, bytes), as the trace's alloc
     and free records add up."""
     live, cur = {}, 0
-    now, last = ({}, {}, [0]), ({}, {}, [0])
+    fwd_now, bwd_now, fwd_last, bwd_last = {}, {}, {}, {}
+    head_now = head_step = head_last = 0  # the head's running most; its most this step; last step's
     fwd = bwd = None
     head = bwd_seen = False
     for kind, kv in trace_records(path, ("alloc", "free", "layer")):
@@ -157,24 +158,24 @@ def trace_layer_most(path):
         elif op == "begin":
             fwd, head = int(kv["layer"]), False
         elif op == "end":
-            fwd, head = None, not bwd_seen
-            now[2][0] = 0
+            fwd, head, head_now = None, not bwd_seen, 0
         elif op == "backward_begin":
             if head:
-                now[2].append(now[2][0])  # the head's most, as the backward begins
+                head_step = head_now
             bwd, head, bwd_seen = int(kv["layer"]), False, True
         elif op == "backward_end":
-            now[1][bwd] = max(now[1].get(bwd, 0), cur)
+            bwd_now[bwd] = max(bwd_now.get(bwd, 0), cur)
             bwd = None
         elif op == "step_end":
-            last, now, bwd_seen = now, ({}, {}, [0]), False
+            fwd_last, bwd_last, head_last = fwd_now, bwd_now, head_step
+            fwd_now, bwd_now, head_step, bwd_seen = {}, {}, 0, False
         if fwd is not None:
-            now[0][fwd] = max(now[0].get(fwd, 0), cur)
+            fwd_now[fwd] = max(fwd_now.get(fwd, 0), cur)
         if bwd is not None:
-            now[1][bwd] = max(now[1].get(bwd, 0), cur)
+            bwd_now[bwd] = max(bwd_now.get(bwd, 0), cur)
         if head:
-            now[2][0] = max(now[2][0], cur)
-    return last[0], last[1], last[2][1] if len(last[2]) > 1 else 0
+            head_now = max(head_now, cur)
+    return fwd_last, bwd_last, head_last
 
 
 def layer_most(err):
