@@ -371,7 +371,14 @@ void ao_lenders_to_idle(void)
 // in what is still wanted are lent, so that the mapping takes every one,
 // and as the pool gives them (mem/vmm.c): pages, and handles smaller than a
 // page only for rem, what the range leaves under a page. Returns the bytes
-// lent.
+// lent. For the program's allocations (served), what is wanted is the
+// range, not only what the idle pages lack: a page lent in place of an
+// idle one, which stays idle. Held to what they lacked, the H200 GPT's
+// 800 MiB logits, 20 MiB short, could borrow no page, and the host waited
+// 53 ms for a kept page whose last use was the forward's end; then, the GPU
+// queue empty, it mapped the head's buffers while the GPU idled 5 ms a
+// step. For a layer's chunk the same rule made the Llama 25% under slower
+// (1.072x -> 1.089x): not for them.
 static int lendable(const ao_idle_t *i, size_t room, size_t rem)
 {
     for (int k = (int)i->phys.n - 1; k >= 0; k--)
@@ -383,14 +390,15 @@ static int lendable(const ao_idle_t *i, size_t room, size_t rem)
 static size_t lend(size_t want, size_t fit, CUstream st, bool served)
 {
     size_t got = 0, rem = fit % AO_PAGE;
+    const size_t upto = served ? fit : want; // what the lent handles may add up to
     while (got < want) {
         ao_idle_t *i = NULL, **at = NULL;
         for (ao_idle_t *l = lenders; l && !i; l = l->next)
-            if (lendable(l, want - got, rem) >= 0 && (!served || l->on == st))
+            if (lendable(l, upto - got, rem) >= 0 && (!served || l->on == st))
                 i = l; // a lender's left, first (waits again)
         for (ao_idle_t **pp = &ao_idle_mapped; *pp && !i; pp = &(*pp)->next)
             if (!(*pp)->unordered && (!served || (*pp)->on == st) &&
-                lendable(*pp, want - got, rem) >= 0 &&
+                lendable(*pp, upto - got, rem) >= 0 &&
                 (!at || idle_better((*pp)->size, (*at)->size, fit)))
                 at = pp;
         if (at) {
@@ -402,7 +410,7 @@ static size_t lend(size_t want, size_t fit, CUstream st, bool served)
         if (!i) break;
         for (int k = 0; k < i->nev; k++)
             ao_gpu_wait(st, i->ev[k]); // (the events stay: the unmap waits for them too)
-        for (int k; got < want && (k = lendable(i, want - got, rem)) >= 0;) {
+        for (int k; got < want && (k = lendable(i, upto - got, rem)) >= 0;) {
             CUmemGenericAllocationHandle h = i->phys.h[k];
             size_t size = i->phys.size[k];
             if (size < AO_PAGE) rem -= size;
@@ -419,18 +427,32 @@ static size_t lend(size_t want, size_t fit, CUstream st, bool served)
     return got;
 }
 
-// The program's own allocations that aoshim serves borrow only in a
-// backward where no layer waits for its reload, and only mappings whose
-// last uses were on their own stream (lend's served: the GPU waits for
-// nothing). Lent to them everywhere, memory freed early went to them before
-// the layers and reloads that needed it next, and the host, no longer held
-// at their waits, ran ahead: the H200 Llama replayed under the budget its
-// link could hide took 1.06x the step without aoshim, against 1.03x lent to
-// none. Where they may, train_step --pytorch under that budget stops
-// waiting 1.4 ms on the host at layer 7's backward for a 12 MiB mapping
-// on its own stream: 1.075x -> 1.055x, the Llama 1.028x -> 1.027x.
+// The program's own allocations that aoshim serves borrow only in the head
+// (after the forward's last layer, before the backward) and in a backward
+// where no layer waits for its reload, and only mappings whose last uses
+// were on their own stream (lend's served: the GPU waits for nothing).
+// Lent to them everywhere, memory freed early went to them before the
+// layers and reloads that needed it next, and the host, no longer held at
+// their waits, ran ahead: the H200 Llama replayed under the budget its link
+// could hide took 1.06x the step without aoshim, against 1.03x lent to
+// none. Measured again with the head's lending: lent everywhere, the Llama
+// 1.105x against 1.092x, and three steps over their 25% budgets by 2-9 MiB.
+// Where they may, train_step --pytorch under that budget stops waiting
+// 1.4 ms on the host at layer 7's backward for a 12 MiB mapping on its own
+// stream: 1.075x -> 1.055x, the Llama 1.028x -> 1.027x. In the head, the
+// host that waited for a kept page's last use (the forward's end) reached
+// the head's allocations with the GPU's queue empty, and the GPU idled
+// while it mapped them: the GPT under that budget 1.035x -> 1.013x.
+static bool in_head(void)
+{
+    const int mb = ao_eng.mb;
+    return !ao_eng.open && ao_eng.phase[mb] == PHASE_FORWARD && ao_eng.nlayers > 0 &&
+           ao_fwd_ran(ao_eng.nlayers - 1, mb);
+}
+
 static bool served_may_borrow(void)
 {
+    if (in_head()) return true;
     if (ao_eng.open || !ao_eng.bwd_open[ao_eng.mb]) return false;
     for (ao_scope_t *t = ao_eng.scopes; t; t = t->next)
         if (t->state == AO_OFFLOADED) return false;

@@ -487,6 +487,42 @@ Test(safety_net, a_buffer_is_never_placed_in_a_retiring_chunk)
     cr_expect_str_eq(out, "wrong=0\n");
 }
 
+// In the head (after the forward's last layer, before the backward), the
+// program's allocation that idle memory covers but for 28 MiB borrows a
+// kept page whose last use is still queued on its stream (head_borrow.c;
+// offload/chunk.c, served_may_borrow and lend): its stream waits for that
+// use on the GPU, the host does not. Without it the host waited for the
+// queued copies, 10.9 ms of the simulator's clock, and the GPU's queue ran
+// dry behind it. The bytes are the copies' and the new allocation's, and
+// the simulator's race checker stops the run at an unordered access
+// (SIM_RACE_FATAL=1: exit 87).
+Test(safety_net, served_allocations_borrow_in_the_head)
+{
+    char rep[] = "/tmp/aoshim-head-XXXXXX";
+    int fd = mkstemp(rep);
+    cr_assert(fd >= 0);
+    close(fd);
+    char cmd[2048], out[512], settings[256];
+    snprintf(settings, sizeof settings,
+             "AOSHIM_SERVE=1 AOSHIM_OFFLOAD_LAYERS=all AOSHIM_REPORT=%s SIM_RACE_FATAL=1", rep);
+    int st = shimmed("AO_TEST_HEAD_BORROW", settings, true, "", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
+              WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
+    unsigned long us = 0;
+    int ok = 0;
+    cr_assert(sscanf(out, "host_wait_us=%lu ok=%d", &us, &ok) == 2, "%s", out);
+    cr_expect_eq(ok, 1, "bytes: %s", out);
+    cr_expect_lt(us, 1000, "the host waited %lu us for the kept page's last use", us);
+    char json[1 << 16];
+    snprintf(cmd, sizeof cmd, "cat %s", rep);
+    slurp(cmd, json, sizeof json, &st);
+    unlink(rep);
+    const char *k = strstr(json, "\"lent_served_bytes\":");
+    cr_assert(k, "no lent_served_bytes in the report");
+    cr_expect_geq(strtoull(k + strlen("\"lent_served_bytes\":"), NULL, 10), 32ull << 20, "%.60s",
+                  k);
+}
+
 // The program's own allocations served from aoshim's memory (served_reuse.c,
 // AOSHIM_SERVE=1): reused in stream order on their own stream (the same
 // address, the copy before the free reads the bytes written before it),
