@@ -13,10 +13,11 @@
 // segment has (serve.c), not in a segment of its own; a kept range gives
 // only the last pages a need takes (chunk.c's idle_unmap_tail); a new
 // segment whose last page would be mostly unused has a last part of its own
-// size instead (serve.c). Prints
+// size instead (serve.c); where none is done, the host waits for the
+// oldest kept mapping (chunk.c's idle_unmap_for). Prints
 // `same_addr=<0|1> read_ok=<0|1> cross_ok=<0|1> shared=<0|1>
 // shared_read_ok=<0|1> keep=<rc> split=<0|1> split_read_ok=<0|1>
-// packed=<0|1> packed_read_ok=<0|1> tail=<0|1> lastpart=<0|1>`, then
+// packed=<0|1> packed_read_ok=<0|1> tail=<0|1> lastpart=<0|1> oldest=<0|1>`, then
 // `sim_map_calls=<n>`: the
 // mappings the simulator saw made, which aoshim's report counts too.
 #include <cuda_runtime_api.h>
@@ -36,8 +37,8 @@
         }                                                                                          \
     } while (0)
 
-#define SIZE  (40u << 20) // a page or more: a segment of its own where none has room (serve.c)
-#define SMALL (2u << 20)  // under a page: shares one
+#define SIZE  (40u << 20)  // a page or more: a segment of its own where none has room (serve.c)
+#define SMALL (2u << 20)   // under a page: shares one
 #define BIG   (128u << 20) // four pages
 
 static cudaStream_t s1, s2;
@@ -75,7 +76,8 @@ int main(void)
     CHECK(cudaMallocHost((void **)&back2, SIZE));
     CHECK(cudaMallocHost((void **)&back3, SMALL));
     CHECK(cudaMallocHost((void **)&back4, SMALL));
-    for (unsigned i = 0; i < SIZE; i++) pat[i] = (char)(i * 13 + 5);
+    for (unsigned i = 0; i < SIZE; i++)
+        pat[i] = (char)(i * 13 + 5);
     // A layer, so that aoshim tracks and offloads (serving is on only then).
     void *act;
     aoshim_try_layer_begin(0);
@@ -218,11 +220,43 @@ int main(void)
     CHECK(cudaFreeAsync(d, s1));
     CHECK(cudaFreeAsync(act, s1));
     CHECK(cudaStreamSynchronize(s1));
+    // The host waits for the oldest kept mapping when none is done
+    // (chunk.c, idle_unmap_for): o (three pages) and n (two) live at once,
+    // o read back and freed first, then n, with 16 copies of it queued; a
+    // page then asked for on s2 (neither taken whole nor lent) unmaps o's
+    // last page, waiting only for o's copy, not n's 16 (chosen by size, n
+    // came first: the smaller of two ranges larger than the need).
+    void *o, *n, *q;
+    char *ob, *nb; // their copies
+    CHECK(cudaMallocHost((void **)&ob, SIZE));
+    CHECK(cudaMallocHost((void **)&nb, SIZE));
+    sim_stats_t w0, w1;
+    CHECK(cudaMallocAsync(&o, 96u << 20, s1));
+    CHECK(cudaMallocAsync(&n, 64u << 20, s1));
+    CHECK(cudaMemsetAsync(o, 0x0d, 96u << 20, s1));
+    CHECK(cudaMemcpyAsync(ob, o, SIZE, cudaMemcpyDeviceToHost, s1));
+    CHECK(cudaFreeAsync(o, s1));
+    CHECK(cudaMemsetAsync(n, 0x0e, 64u << 20, s1));
+    for (int k = 0; k < 16; k++)
+        CHECK(cudaMemcpyAsync(nb, n, SIZE, cudaMemcpyDeviceToHost, s1));
+    CHECK(cudaFreeAsync(n, s1));
+    CHECK(simGetStats(&w0));
+    CHECK(cudaMallocAsync(&q, 32u << 20, s2));
+    CHECK(simGetStats(&w1));
+    CHECK(cudaMemsetAsync(q, 0x0f, 32u << 20, s2));
+    CHECK(cudaDeviceSynchronize());
+    const unsigned long long oldest_us = (w1.host_ns - w0.host_ns) / 1000;
+    int oldest = oldest_us < 4000 && nb[0] == 0x0e && nb[SIZE - 1] == 0x0e && ob[0] == 0x0d &&
+                 ob[SIZE - 1] == 0x0d;
+    if (!oldest) fprintf(stderr, "served_reuse: the host waited %llu us\n", oldest_us);
+    CHECK(cudaFreeAsync(q, s2));
+    CHECK(cudaDeviceSynchronize());
+
     printf("same_addr=%d read_ok=%d cross_ok=%d shared=%d shared_read_ok=%d keep=%d split=%d "
-           "split_read_ok=%d packed=%d packed_read_ok=%d tail=%d lastpart=%d\n",
+           "split_read_ok=%d packed=%d packed_read_ok=%d tail=%d lastpart=%d oldest=%d\n",
            same, memcmp(back, pat, SIZE) == 0, memcmp(back2, pat, SIZE) == 0, shared_same,
            memcmp(back3, pat, SMALL) == 0 && memcmp(back4, pat, SMALL) == 0, keep, split, split_ok,
-           packed, packed_ok, tail, lastpart);
+           packed, packed_ok, tail, lastpart, oldest);
     CHECK(simGetStats(&st1));
     printf("sim_map_calls=%llu\n", (unsigned long long)st1.map_calls);
     return 0;
