@@ -232,6 +232,7 @@ static void cfg_load(void)
     c.nodata = cfg_bool("SIM_NODATA");
     c.quiet = cfg_bool("SIM_QUIET");
     c.race_fatal = cfg_bool("SIM_RACE_FATAL");
+    c.trace_gaps = cfg_bool("SIM_TRACE_GAPS");
     c.deinit_at_exit = cfg_bool("SIM_DEINIT_AT_EXIT");
     c.api_ns = 100;
     c.launch_ns = 2500;

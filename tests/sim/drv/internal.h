@@ -43,6 +43,8 @@ typedef struct sim_config_s {
     uint64_t capacity;
     uint64_t context_bytes; // SIM_CONTEXT_BYTES: held from the start, as a context's own memory
     bool nodata, quiet, race_fatal;
+    bool trace_gaps;     // SIM_TRACE_GAPS: the compute engine's idle gaps and the host's waits, on
+                         // stderr
     bool deinit_at_exit; // SIM_DEINIT_AT_EXIT: calls after exit began answer DEINITIALIZED
     const char *profile_name;
     double d2h_gbps, h2d_gbps;         // pinned
@@ -201,7 +203,15 @@ static inline void sim_vmm_advance(sim_vmm_cost_t c, uint64_t bytes)
     sim_host_advance(ns);
     sim_st.vmm_host_ns += ns;
 }
-static inline void sim_host_wait_until(uint64_t t) { if (t > sim_host_ns) sim_host_ns = t; }
+// The host blocks until t (a synchronisation): SIM_TRACE_GAPS prints waits
+// of 0.1 ms or more (stream.c).
+void sim_trace_host_wait(uint64_t from, uint64_t to);
+static inline void sim_host_wait_until(uint64_t t)
+{
+    if (t <= sim_host_ns) return;
+    if (sim_cfg.trace_gaps) sim_trace_host_wait(sim_host_ns, t);
+    sim_host_ns = t;
+}
 
 // --- vector clocks (hb.c) -------------------------------------------------------
 typedef struct sim_vc_s {

@@ -10,6 +10,7 @@
 // Handles are never freed: a destroyed stream or event keeps its memory with
 // a dead magic, so a stale handle is reported as CUDA_ERROR_INVALID_HANDLE
 // instead of becoming a use-after-free inside the simulator.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,11 +250,36 @@ void sim_stream_next_vc(const sim_stream_t *s, sim_vc_t *out)
 }
 
 // Order an op (or an event record, engine NONE) on s without capture checks.
+// SIM_TRACE_GAPS: where the time goes that a program's work does not fill.
+// The compute engine idle for 10 us or more before an op, and why it
+// started no sooner: the host had not issued it yet ("the host"), or the
+// op's stream waited for other work, an event or the legacy stream's order
+// ("a wait"); and the host blocked for 0.1 ms or more. Times are the
+// virtual clock's, in ms.
+void sim_trace_host_wait(uint64_t from, uint64_t to)
+{
+    if (to - from >= 100000)
+        fprintf(stderr, "simgpu: the host waited %.3f ms from %.3f ms\n", (double)(to - from) / 1e6,
+                (double)from / 1e6);
+}
+
+static void trace_gap(uint64_t idle_from, uint64_t start, uint64_t joined, const char *what,
+                      const char *kernel, const sim_stream_t *s)
+{
+    if (start < idle_from + 10000) return;
+    fprintf(stderr, "simgpu: compute idle %.3f ms from %.3f ms, until %s%s%s on stream %u (%s)\n",
+            (double)(start - idle_from) / 1e6, (double)idle_from / 1e6, what, kernel ? " " : "",
+            kernel ? kernel : "", (unsigned)s->id, joined >= start ? "a wait" : "the host");
+}
+
 static void op_schedule(sim_op_t *op, sim_stream_t *s, int engine, uint64_t cost_ns,
                         const char *what, const char *kernel)
 {
     uint64_t start = join_order(&s->vc, s);
+    const uint64_t joined = start;
     if (sim_host_ns > start) start = sim_host_ns;
+    if (sim_cfg.trace_gaps && engine == SIM_ENG_COMPUTE)
+        trace_gap(eng_free[engine], start, joined, what, kernel, s);
     if (engine >= 0 && engine < SIM_ENG_COUNT && eng_free[engine] > start) start = eng_free[engine];
     uint64_t end = start + cost_ns;
     if (engine >= 0 && engine < SIM_ENG_COUNT) {

@@ -747,3 +747,59 @@ Test(exec, capture_modes_forbid_unsafe_calls)
     OK(cuStreamEndCapture(s, &g));
     cr_assert_not_null(g);
 }
+
+// SIM_TRACE_GAPS=1: the compute engine's idle gaps of 10 us or more, each
+// with the op that ended it and why it started no sooner, and the host's
+// waits of 0.1 ms or more. A 1 ms kernel the host synchronises on (a wait
+// of 1 ms); 95 us of the host's own calls before the next kernel (a gap
+// the host made); a kernel on a second stream waiting on the GPU for a
+// copy (a gap a wait made: the copy itself waited for the host, which was
+// pinning its buffer).
+static void gaps_child(void)
+{
+    setenv("SIM_TRACE_GAPS", "1", 1);
+    setenv("SIM_QUIET", "1", 1);
+    setenv("SIM_NODATA", "1", 1);
+    setenv("SIM_D2H_GBPS", "50", 1);
+    start();
+    CUfunction a = make_sleep(1 * MS, "one_ms"), b = make_sleep(1000, "after_host"),
+               c = make_sleep(1000, "after_copy");
+    CUstream s1, s2;
+    OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    launch0(a, s1);
+    OK(cuStreamSynchronize(s1));
+    CUdeviceptr va[5];
+    for (int i = 0; i < 5; i++) // 19 us each (drv/core.c)
+        OK(cuMemAddressReserve(&va[i], 2u << 20, 0, 0, 0));
+    launch0(b, s1);
+    CUdeviceptr d;
+    void *h;
+    OK(cuMemAlloc_v2(&d, 50u << 20));
+    OK(cuMemAllocHost_v2(&h, 50u << 20));
+    CUevent e;
+    OK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    OK(cuMemcpyDtoHAsync_v2(h, d, 50u << 20, s1));
+    OK(cuEventRecord(e, s1));
+    OK(cuStreamWaitEvent(s2, e, 0));
+    launch0(c, s2);
+    OK(cuCtxSynchronize());
+}
+
+Test(exec, sim_trace_gaps_says_where_the_gpu_idled_and_why)
+{
+    char out[4096];
+    cr_assert_eq(run_child_capture(gaps_child, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "simgpu: the host waited 1.0"), "no 1 ms wait:\n%s", out);
+    const char *host = strstr(out, "until kernel after_host on stream ");
+    cr_assert(host && strstr(host, "(the host)\n"), "no gap the host made:\n%s", out);
+    double ms = 0;
+    const char *line = host;
+    while (line > out && line[-1] != '\n')
+        line--;
+    cr_assert(sscanf(line, "simgpu: compute idle %lf ms", &ms) == 1 && ms > 0.09 && ms < 0.11,
+              "the host's gap: %s", out);
+    const char *wait = strstr(out, "until kernel after_copy on stream ");
+    cr_assert(wait && strncmp(strchr(wait, '('), "(a wait)", 8) == 0, "no gap a wait made:\n%s",
+              out);
+}
