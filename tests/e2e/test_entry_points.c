@@ -123,6 +123,36 @@ static int shimmed(const char *prog_var, const char *settings, bool bounded, con
     return st;
 }
 
+// shimmed() with AOSHIM_REPORT set to a temporary file, bounded: the
+// report's JSON into json (the file removed). Returns the wait status.
+static int shimmed_report(const char *prog_var, const char *settings, const char *args, char *out,
+                          size_t len, char *json, size_t jlen)
+{
+    char rep[] = "/tmp/aoshim-report-XXXXXX";
+    int fd = mkstemp(rep);
+    cr_assert(fd >= 0);
+    close(fd);
+    char all[512], cmd[128];
+    snprintf(all, sizeof all, "%s AOSHIM_REPORT=%s", settings, rep);
+    int st = shimmed(prog_var, all, true, args, out, len);
+    snprintf(cmd, sizeof cmd, "cat %s", rep);
+    int cst;
+    slurp(cmd, json, jlen, &cst);
+    unlink(rep);
+    return st;
+}
+
+// The number after "key": in a report (its first occurrence); the test
+// fails where there is none.
+static unsigned long long report_u64(const char *json, const char *key)
+{
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\":", key);
+    const char *k = strstr(json, quoted);
+    cr_assert(k, "no %s in the report", key);
+    return strtoull(k + strlen(quoted), NULL, 10);
+}
+
 Test(safety_net, every_launch_and_copy_path_reloads_first)
 {
     char out[8192], want[256];
@@ -402,31 +432,20 @@ Test(safety_net, every_word_is_a_pointer_with_skip_leftovers_off)
 // Returns the buffers copied early and again (the report's d2h_buffers_again).
 static unsigned long watched_write_run(const char *mode, int steps, unsigned long *early_off)
 {
-    char rep[] = "/tmp/aoshim-watched-XXXXXX";
-    int fd = mkstemp(rep);
-    cr_assert(fd >= 0);
-    close(fd);
-    char out[512], settings[256], cmd[512], json[1 << 16];
-    snprintf(settings, sizeof settings, "AOSHIM_OFFLOAD_LAYERS=1 SIM_RACE_FATAL=1 AOSHIM_REPORT=%s",
-             rep);
-    int st = shimmed("AO_TEST_WATCHED_WRITE", settings, true, mode, out, sizeof out);
-    snprintf(cmd, sizeof cmd, "cat %s", rep);
-    int cst;
-    slurp(cmd, json, sizeof json, &cst);
-    unlink(rep);
+    char out[512], json[1 << 16];
+    int st = shimmed_report("AO_TEST_WATCHED_WRITE", "AOSHIM_OFFLOAD_LAYERS=1 SIM_RACE_FATAL=1",
+                            mode, out, sizeof out, json, sizeof json);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (87: a race, 1: wrong bytes):\n%s",
               st, out);
-    const char *k = strstr(json, "\"d2h_buffers_again\":");
-    cr_assert(k, "no d2h_buffers_again in the report");
+    const unsigned long again = report_u64(json, "d2h_buffers_again");
     for (int step = 0; step < steps; step++) {
         char want[32];
         snprintf(want, sizeof want, "step=%d ok=1\n", step);
         cr_expect(strstr(out, want) != NULL, "missing \"%s\" in:\n%s", want, out);
     }
-    const char *off = strstr(json, "\"d2h_layers_early_off\":");
-    cr_assert(off, "no d2h_layers_early_off in the report");
-    if (early_off) *early_off = strtoul(off + strlen("\"d2h_layers_early_off\":"), NULL, 10);
-    return strtoul(k + strlen("\"d2h_buffers_again\":"), NULL, 10);
+    const unsigned long off = report_u64(json, "d2h_layers_early_off");
+    if (early_off) *early_off = off;
+    return again;
 }
 
 // A write after its layer's end through a learned leftover place, into a
@@ -498,14 +517,10 @@ Test(safety_net, a_buffer_is_never_placed_in_a_retiring_chunk)
 // (SIM_RACE_FATAL=1: exit 87).
 Test(safety_net, served_allocations_borrow_in_the_head)
 {
-    char rep[] = "/tmp/aoshim-head-XXXXXX";
-    int fd = mkstemp(rep);
-    cr_assert(fd >= 0);
-    close(fd);
-    char cmd[2048], out[512], settings[256];
-    snprintf(settings, sizeof settings,
-             "AOSHIM_SERVE=1 AOSHIM_OFFLOAD_LAYERS=all AOSHIM_REPORT=%s SIM_RACE_FATAL=1", rep);
-    int st = shimmed("AO_TEST_HEAD_BORROW", settings, true, "", out, sizeof out);
+    char out[512], json[1 << 16];
+    int st = shimmed_report("AO_TEST_HEAD_BORROW",
+                            "AOSHIM_SERVE=1 AOSHIM_OFFLOAD_LAYERS=all SIM_RACE_FATAL=1", "", out,
+                            sizeof out, json, sizeof json);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
               WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
     unsigned long us = 0;
@@ -513,14 +528,7 @@ Test(safety_net, served_allocations_borrow_in_the_head)
     cr_assert(sscanf(out, "host_wait_us=%lu ok=%d", &us, &ok) == 2, "%s", out);
     cr_expect_eq(ok, 1, "bytes: %s", out);
     cr_expect_lt(us, 1000, "the host waited %lu us for the kept page's last use", us);
-    char json[1 << 16];
-    snprintf(cmd, sizeof cmd, "cat %s", rep);
-    slurp(cmd, json, sizeof json, &st);
-    unlink(rep);
-    const char *k = strstr(json, "\"lent_served_bytes\":");
-    cr_assert(k, "no lent_served_bytes in the report");
-    cr_expect_geq(strtoull(k + strlen("\"lent_served_bytes\":"), NULL, 10), 32ull << 20, "%.60s",
-                  k);
+    cr_expect_geq(report_u64(json, "lent_served_bytes"), 32ull << 20);
 }
 
 // The program's own allocations served from aoshim's memory (served_reuse.c,
@@ -538,14 +546,10 @@ Test(safety_net, served_allocations_borrow_in_the_head)
 // the mappings aoshim made as the simulator does.
 Test(safety_net, served_allocations_are_reused_in_stream_order)
 {
-    char rep[] = "/tmp/aoshim-served-XXXXXX";
-    int fd = mkstemp(rep);
-    cr_assert(fd >= 0);
-    close(fd);
-    char cmd[2048], out[512], settings[256];
-    snprintf(settings, sizeof settings,
-             "AOSHIM_SERVE=1 AOSHIM_OFFLOAD_LAYERS=all AOSHIM_REPORT=%s SIM_RACE_FATAL=1", rep);
-    int st = shimmed("AO_TEST_SERVED_REUSE", settings, true, "", out, sizeof out);
+    char out[512], json[1 << 16];
+    int st = shimmed_report("AO_TEST_SERVED_REUSE",
+                            "AOSHIM_SERVE=1 AOSHIM_OFFLOAD_LAYERS=all SIM_RACE_FATAL=1", "", out,
+                            sizeof out, json, sizeof json);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
               WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
     static const char want[] = "same_addr=1 read_ok=1 cross_ok=1 shared=1 shared_read_ok=1 "
@@ -557,16 +561,8 @@ Test(safety_net, served_allocations_are_reused_in_stream_order)
               out);
     // Served indeed: the 23 allocations outside the layer (the pool
     // would pass every check above too).
-    char json[1 << 16];
-    snprintf(cmd, sizeof cmd, "cat %s", rep);
-    slurp(cmd, json, sizeof json, &st);
-    unlink(rep);
-    const char *k = strstr(json, "\"served_allocs\":");
-    cr_assert(k, "no served_allocs in the report");
-    cr_expect_eq(strtoul(k + strlen("\"served_allocs\":"), NULL, 10), 23, "%.80s", k);
-    const char *v = strstr(json, "\"vmm_mappings\":");
-    cr_assert(v, "no vmm_mappings in the report");
-    unsigned long made = strtoul(v + strlen("\"vmm_mappings\":"), NULL, 10);
-    cr_expect(made > 0 && made == strtoul(maps + strlen("sim_map_calls="), NULL, 10),
-              "report %lu mappings, simulator: %s", made, maps);
+    cr_expect_eq(report_u64(json, "served_allocs"), 23);
+    unsigned long long made = report_u64(json, "vmm_mappings");
+    cr_expect(made > 0 && made == strtoull(maps + strlen("sim_map_calls="), NULL, 10),
+              "report %llu mappings, simulator: %s", made, maps);
 }
