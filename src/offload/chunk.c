@@ -213,9 +213,9 @@ static bool idle_take(ao_chunk_t *c, ao_order_t by, size_t most)
 // a mapping each step). When none is done (and !done_only), the host waits
 // for the oldest kept: its last uses were queued before the others', so
 // they are likely done first. Chosen by size, as the done ones are, it
-// waited for uses far down the GPU's queue (the H200 GPT-2 under the budget its link
-// hides, 9.2 ms for a 36 MiB allocation at its first backward layer, which
-// delayed the reloads issued after it on a link-bound backward): oldest
+// waited for uses far down the GPU's queue (the H200 GPT-2 under the
+// budget its link hides, 9.2 ms for a 36 MiB allocation at its first
+// backward layer, which delayed the reloads issued after it): oldest
 // first, GPT-2 1.054x -> 1.023x, the GPT 1.013x -> 1.003x, train_step
 // --pytorch 1.116x -> 1.106x, but the Llama 25% under 1.065x -> 1.076x.
 // Returns whether any did.

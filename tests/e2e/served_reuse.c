@@ -17,9 +17,9 @@
 // oldest kept mapping (chunk.c's idle_unmap_for). Prints
 // `same_addr=<0|1> read_ok=<0|1> cross_ok=<0|1> shared=<0|1>
 // shared_read_ok=<0|1> keep=<rc> split=<0|1> split_read_ok=<0|1>
-// packed=<0|1> packed_read_ok=<0|1> tail=<0|1> lastpart=<0|1> oldest=<0|1>`, then
-// `sim_map_calls=<n>`: the
-// mappings the simulator saw made, which aoshim's report counts too.
+// packed=<0|1> packed_read_ok=<0|1> tail=<0|1> lastpart=<0|1> oldest=<0|1>`,
+// then `sim_map_calls=<n>`: the mappings the simulator saw made, which
+// aoshim's report counts too.
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>

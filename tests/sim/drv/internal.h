@@ -43,8 +43,7 @@ typedef struct sim_config_s {
     uint64_t capacity;
     uint64_t context_bytes; // SIM_CONTEXT_BYTES: held from the start, as a context's own memory
     bool nodata, quiet, race_fatal;
-    bool trace_gaps;     // SIM_TRACE_GAPS: the compute engine's idle gaps and the host's waits, on
-                         // stderr
+    bool trace_gaps;     // SIM_TRACE_GAPS: compute idle gaps and host waits, on stderr
     bool deinit_at_exit; // SIM_DEINIT_AT_EXIT: calls after exit began answer DEINITIALIZED
     const char *profile_name;
     double d2h_gbps, h2d_gbps;         // pinned
