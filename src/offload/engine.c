@@ -867,10 +867,13 @@ static void choose_part(ao_scope_t *s, uint64_t part)
         return;
     }
     unsigned n = 0;
+    // (A buffer that did not live to the backward is served: alloc.c.)
+    const uint8_t not_saved =
+        LEARN_TEMP | LEARN_KEPT | LEARN_GONE | (ao_serve_active() ? LEARN_SHORT : 0);
     for (unsigned i = 0; i < p->n; i++) {
         s->stays[i] = 1;
         // Saved until its copy, tracked (not temporary, not kept, not gone).
-        if (!(p->flags[i] & (LEARN_TEMP | LEARN_KEPT | LEARN_GONE))) order[n++] = i;
+        if (!(p->flags[i] & not_saved)) order[n++] = i;
     }
     part_plan = p;
     qsort(order, n, sizeof *order, by_size_desc);

@@ -531,6 +531,43 @@ Test(safety_net, served_allocations_borrow_in_the_head)
     cr_expect_geq(report_u64(json, "lent_served_bytes"), 32ull << 20);
 }
 
+// A layer's buffer freed in the head, before the head's own allocation,
+// is served as the program's own from the step after it was seen
+// (short_lived.c; offload/alloc.c, LEARN_SHORT): its memory is the head's
+// at its free, and a budget only that memory makes reachable is kept.
+// Before, each layer's chunk held its 32 MiB until the layer's backward:
+// 384 MiB in use after the head's allocation in every step, the budget
+// 320 MiB not met. The bytes are right in every step (the short buffers at
+// their free, the saved ones in the backward, layer 0's after its reload),
+// and the simulator's race checker stops the run at an unordered access.
+Test(e2e, a_buffer_freed_before_its_layers_backward_is_served)
+{
+    char out[512], json[1 << 16];
+    int st =
+        shimmed_report("AO_TEST_SHORT_LIVED", "AOSHIM_SERVE=1 AOSHIM_BUDGET=320M SIM_RACE_FATAL=1",
+                       "", out, sizeof out, json, sizeof json);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
+              WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
+    unsigned mib[4];
+    int ok[4];
+    // (After any warning: a read of a short buffer in the measuring step's
+    // head may reload its layer.)
+    const char *steps = strstr(out, "step=0 ");
+    cr_assert(steps, "%s", out);
+    cr_assert(sscanf(steps,
+                     "step=0 head_in_use_mib=%u ok=%d step=1 head_in_use_mib=%u ok=%d "
+                     "step=2 head_in_use_mib=%u ok=%d step=3 head_in_use_mib=%u ok=%d",
+                     &mib[0], &ok[0], &mib[1], &ok[1], &mib[2], &ok[2], &mib[3], &ok[3]) == 8,
+              "%s", out);
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(ok[i], 1, "step %d: wrong bytes:\n%s", i, out);
+    cr_expect_leq(mib[3], 320, "the last step held %u MiB after the head's allocation:\n%s", mib[3],
+                  out);
+    // The head's allocation in every step, and at least three layers'
+    // short buffers in each of steps 1-3.
+    cr_expect_geq(report_u64(json, "served_allocs"), 4 + 3 * 3);
+}
+
 // The program's own allocations served from aoshim's memory (served_reuse.c,
 // AOSHIM_SERVE=1): reused in stream order on their own stream (the same
 // address, the copy before the free reads the bytes written before it),
