@@ -72,7 +72,11 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, bool async, CUdeviceptr *
     // the host too (replayed under the budget its link hides: 1.09x -> 1.05x
     // the step without aoshim, 25% under 1.08x -> 1.04x). Copied out with
     // an offloaded layer, such a buffer is link time for memory the program
-    // gives back anyway; served, it stays on the device until its free.
+    // gives back anyway; served, it stays on the device until its free. Of
+    // a page or more only (LEARN_SHORT's free below): a smaller one shares
+    // a page with others, which goes back when they all have (train_step
+    // --pytorch's 8 MiB of layer 7, served, took its step under the budget
+    // its link hides in its forward's time from 1.15x to 1.22x).
     if (planned && (plan->flags[seq] & (LEARN_TEMP | LEARN_KEPT) ||
                     (plan->flags[seq] & LEARN_SHORT && ao_serve_active()))) {
         ao_learn_push(&s->rec, size, plan->flags[seq]);
@@ -229,7 +233,7 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
         b->seq < ao_eng.learned[s->layer].n)
         ao_eng.learned[s->layer].flags[b->seq] |= LEARN_GONE;
     if (s != ao_eng.open && s->ended && !s->recompute && ao_eng.phase[s->mb] == PHASE_FORWARD &&
-        b->seq < ao_eng.learned[s->layer].n)
+        b->seq < ao_eng.learned[s->layer].n && b->rsize >= AO_PAGE)
         ao_eng.learned[s->layer].flags[b->seq] |= LEARN_SHORT;
     if (c->state == AO_OFFLOADING) ao_stat_add(AO_STAT_COPIES_SKIPPED, 1);
     if (!c->mapped) {

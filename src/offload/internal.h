@@ -132,8 +132,9 @@ struct ao_chunk_s {
 // out started (a later layer consumed it): offloading it saves nothing.
 // LEARN_TOUCHED: used after its layer ended and before its release point
 // (the next layer reads it): its copy out does not start early.
-// LEARN_SHORT: freed after its layer ended and before its microbatch's
-// backward began: it does not live to be read there (alloc.c).
+// LEARN_SHORT: of a page or more, freed after its layer ended and before
+// its microbatch's backward began: it does not live to be read there
+// (alloc.c).
 enum { LEARN_TEMP = 1, LEARN_KEPT = 2, LEARN_GONE = 4, LEARN_TOUCHED = 8, LEARN_SHORT = 16 };
 typedef struct ao_learn_s {
     unsigned n;

@@ -568,6 +568,25 @@ Test(e2e, a_buffer_freed_before_its_layers_backward_is_served)
     cr_expect_geq(report_u64(json, "served_allocs"), 4 + 3 * 3);
 }
 
+// The first optimizer step's allocations, where an optimizer makes the
+// state it keeps for the run, end where they do, to the granule: a 42 MiB
+// one's segment is a page and a last part of 10 MiB (optimizer_state.c;
+// offload/serve.c, segment_size), not two pages with 22 MiB unused for the
+// run. A later optimizer step's allocation of that size takes whole pages
+// (a last part made and given back each step is a driver call each way).
+// Before, the state held 22 MiB past its end. The state's bytes are right,
+// and the race checker stops the run at an unordered access.
+Test(e2e, the_first_optimizer_steps_segments_end_where_their_allocations_do)
+{
+    char out[256];
+    int st = shimmed("AO_TEST_OPTIMIZER_STATE",
+                     "AOSHIM_SERVE=1 AOSHIM_OFFLOAD_LAYERS=all SIM_RACE_FATAL=1", true, "", out,
+                     sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
+              WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
+    cr_expect_str_eq(out, "state_past_mib=0 temp_past_mib=22 ok=1\n");
+}
+
 // The program's own allocations served from aoshim's memory (served_reuse.c,
 // AOSHIM_SERVE=1): reused in stream order on their own stream (the same
 // address, the copy before the free reads the bytes written before it),
