@@ -695,9 +695,16 @@ int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
     int rc = 0;
     uint64_t bytes = 0;
     unsigned buffers = 0;
-    CUevent t0 = NULL;
-    // Map every chunk first: a map may wait on the host for a release, and
-    // that wait must not fall inside the copies' timed interval.
+    bool any = false;
+    // Each chunk's copies go as soon as it is mapped: mapping the next may
+    // wait on the host for a release, or take the host a mapping per page,
+    // while the link carries this one. Mapped all first, train_step
+    // --pytorch's reload of layer 0's part (six chunks) began 0.8 ms of the
+    // host's mapping late, and its backward waited for it on the link. Each
+    // chunk's copies are timed on their own for the link's rate, so that a
+    // wait of the host's between two chunks is not taken for the link's
+    // time; the reload's interval (the report's) spans them all.
+    CUevent first = NULL;
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
         c->prepared = false;
         if (c->state == AO_OFFLOADING) { // not released yet: the device copy is intact
@@ -720,24 +727,18 @@ int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
             rc = AOSHIM_ESTATE;
             continue;
         }
-        c->prepared = true;
-    }
-    for (ao_chunk_t *c = s->chunks; c; c = c->next) {
-        if (!c->prepared) continue;
-        c->prepared = false;
-        if (!t0) {
-            // The copy back reads host slots the copy out wrote, and writes
-            // memory the last uses before the release read: ordered on the
-            // GPU too, whichever host thread saw those complete. Every wait
-            // comes before the timing event, so the time is the copies'.
+        // The copy back reads host slots the copy out wrote, and writes
+        // memory the last uses before the release read: ordered on the GPU
+        // too, whichever host thread saw those complete. Every wait comes
+        // before the timing event, so the time is the copies'.
+        if (!any) {
             ao_gpu_wait(ao_eng.h2d, s->ev_copied);
             ao_gpu_wait(ao_eng.h2d, s->ev_release);
-            for (ao_chunk_t *w = c; w; w = w->next)
-                if (w->prepared || w == c)
-                    for (int i = 0; i < w->nfree_ev; i++)
-                        ao_gpu_wait(ao_eng.h2d, w->free_ev[i]);
-            t0 = ao_ev_record(ao_eng.h2d, true);
         }
+        for (int i = 0; i < c->nfree_ev; i++)
+            ao_gpu_wait(ao_eng.h2d, c->free_ev[i]);
+        if (!first) first = ao_ev_record(ao_eng.h2d, true);
+        CUevent t0 = ao_ev_record(ao_eng.h2d, true);
         uint64_t cbytes = 0;
         unsigned cbuffers = 0;
         CUresult cr = CUDA_SUCCESS;
@@ -756,12 +757,15 @@ int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
             WARN_ONCE("reload copy failed (CUDA error %d) for layer %d (microbatch %d): its data "
                       "stays in host memory and is reloaded when next used",
                       (int)cr, s->layer, s->mb);
+            ao_event_put(t0, true);
             ao_real.cuStreamSynchronize(ao_eng.h2d);
             ao_chunk_unmap(c);
             ao_chunk_set(c, AO_OFFLOADED);
             rc = AOSHIM_ESTATE;
             continue;
         }
+        ao_timed_add(t0, ao_ev_record(ao_eng.h2d, true), TIMED_H2D_LINK, s->layer, s->mb, cbytes);
+        any = true;
         ao_rec_memory(s->layer, (int64_t)c->size, -(int64_t)c->size);
         for (ao_buffer_t *b = c->buffers; b; b = b->next)
             if (!b->freed && b->host) ao_rec_site(b->site, (int64_t)b->size, 0);
@@ -769,21 +773,25 @@ int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
         buffers += cbuffers;
         ao_set_safe_stream(c, NULL);
         c->reloaded = true;
-        c->prefetched = prefetch;
+        c->prepared = true; // (taken back only once the whole layer is on its way: below)
         ao_chunk_set(c, AO_RELOADING);
     }
-    if (t0) {
+    for (ao_chunk_t *c = s->chunks; c; c = c->next)
+        if (c->prepared) c->prepared = false, c->prefetched = prefetch;
+    if (any) {
         ao_event_put(s->ev_reloaded, false);
         s->ev_reloaded = ao_ev_record(ao_eng.h2d, false);
         s->reload_unordered = !s->ev_reloaded; // (ao_wait_reload)
         if (ao_eng.last_reload) ao_ev_rerecord(ao_eng.last_reload, ao_eng.h2d);
-        ao_timed_add(t0, ao_ev_record(ao_eng.h2d, true), AO_REC_H2D, s->layer, s->mb, bytes);
+        ao_timed_add(first, ao_ev_record(ao_eng.h2d, true), AO_REC_H2D, s->layer, s->mb, bytes);
+        first = NULL;
         ao_rec_reload(s->layer, s->mb, buffers, bytes, missed);
         s->state = AO_RELOADING;
         ao_stat_add(AO_STAT_RELOADED_BYTES, (int64_t)bytes);
     } else if (s->state == AO_OFFLOADING) {
         s->state = AO_RESIDENT;
     }
+    ao_event_put(first, true); // (a first chunk whose copy failed)
     return rc;
 }
 

@@ -267,11 +267,12 @@ void ao_timed_read(void)
             uint64_t f = b - a - idle_ns(TIMED_IDLE_BWD, layer, t.mb, a, b);
             if (!ao_auto.bwd_ns[layer] || f < ao_auto.bwd_ns[layer]) ao_auto.bwd_ns[layer] = f;
             ao_rec_interval(AO_REC_BWD, layer, t.mb, 0, a, b);
+        } else if (kind == TIMED_H2D_LINK) {
+            ao_auto.h2d_bytes += t.bytes, ao_auto.h2d_ns += b - a;
         } else {
             ao_stat_add(stat_of[kind], (int64_t)(b - a));
             ao_rec_interval(kind, layer, t.mb, t.bytes, a, b);
             if (kind == AO_REC_D2H) ao_auto.d2h_bytes += t.bytes, ao_auto.d2h_ns += b - a;
-            if (kind == AO_REC_H2D) ao_auto.h2d_bytes += t.bytes, ao_auto.h2d_ns += b - a;
         }
         ao_event_put(t.ev0, true);
         ao_event_put(t.ev1, true);

@@ -259,8 +259,11 @@ extern ao_ptrmap_t ao_buffers; // address -> ao_buffer_t *
 // Engine-only kinds of ao_eng.timed, beside AO_REC_*. TIMED_IDLE (_BWD): the
 // compute stream idled inside a forward (backward) layer while the host
 // waited in chunk_map; it is taken off that layer's TIMED_FWD (TIMED_BWD)
-// interval when that one is read.
-enum { TIMED_FWD = 16, TIMED_BWD, TIMED_IDLE, TIMED_IDLE_BWD };
+// interval when that one is read. TIMED_H2D_LINK: one chunk's reload
+// copies, for the link's rate (the reload's AO_REC_H2D interval, from its
+// first chunk's copies to its last's, may hold the host's mapping between
+// them: engine.c, ao_reload).
+enum { TIMED_FWD = 16, TIMED_BWD, TIMED_IDLE, TIMED_IDLE_BWD, TIMED_H2D_LINK };
 typedef struct ao_auto_s {
     bool on, planned;
     uint64_t budget;
