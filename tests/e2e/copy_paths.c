@@ -29,14 +29,7 @@
 #include "simgpu.h"
 
 #define PROG "copy_paths"
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        int e_ = (int)(x);                                                                         \
-        if (e_) {                                                                                  \
-            fprintf(stderr, PROG ": %s failed: %d\n", #x, e_);                                     \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 // The buffer: 4 MiB (two 2 MiB granules), seen as H rows of P bytes, of
 // which the paths touch W; 3D: slices of YS rows, DH rows each.

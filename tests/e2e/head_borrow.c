@@ -19,14 +19,8 @@
 #include "aoshim.h"
 #include "simgpu.h"
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        int e_ = (int)(x);                                                                         \
-        if (e_) {                                                                                  \
-            fprintf(stderr, "head_borrow: %s failed: %d\n", #x, e_);                               \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define PROG "head_borrow"
+#include "check.h"
 
 #define MIB    (1u << 20)
 #define PAGE   (32u * MIB) // AO_PAGE (mem/vmm.h)

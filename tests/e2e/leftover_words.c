@@ -30,14 +30,8 @@
 
 #define N (1u << 20) // floats: 4 MiB, above AOSHIM_MIN_BYTES
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        int e_ = (int)(x);                                                                         \
-        if (e_) {                                                                                  \
-            fprintf(stderr, "leftover_words: %s failed: %d\n", #x, e_);                            \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define PROG "leftover_words"
+#include "check.h"
 
 static void pick(void) {}
 

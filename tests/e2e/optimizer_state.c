@@ -17,14 +17,8 @@
 
 #include "aoshim.h"
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        int e_ = (int)(x);                                                                         \
-        if (e_) {                                                                                  \
-            fprintf(stderr, "optimizer_state: %s failed: %d\n", #x, e_);                           \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define PROG "optimizer_state"
+#include "check.h"
 
 #define MIB    (1u << 20)
 #define LAYERS 4

@@ -12,14 +12,7 @@
 
 #include "simgpu.h"
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        int e_ = (int)(x);                                                                         \
-        if (e_) {                                                                                  \
-            fprintf(stderr, PROG ": %s failed: %d\n", #x, e_);                                     \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 // The host symbol launches name, as an nvcc stub would be.
 static void plus_one(void) {}

@@ -12,14 +12,8 @@
 
 #include "aoshim.h"
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        int e_ = (int)(x);                                                                         \
-        if (e_) {                                                                                  \
-            fprintf(stderr, "retire_tail: %s failed: %d\n", #x, e_);                               \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define PROG "retire_tail"
+#include "check.h"
 
 #define SMALL (1u << 19)
 

@@ -28,14 +28,8 @@
 #include "aoshim.h"
 #include "simgpu.h"
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        int e_ = (int)(x);                                                                         \
-        if (e_) {                                                                                  \
-            fprintf(stderr, "served_reuse: %s failed: %d\n", #x, e_);                              \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define PROG "served_reuse"
+#include "check.h"
 
 #define SIZE  (40u << 20)  // a page or more: a segment of its own where none has room (serve.c)
 #define SMALL (2u << 20)   // under a page: shares one

@@ -17,14 +17,8 @@
 
 #include "aoshim.h"
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        int e_ = (int)(x);                                                                         \
-        if (e_) {                                                                                  \
-            fprintf(stderr, "short_lived: %s failed: %d\n", #x, e_);                               \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define PROG "short_lived"
+#include "check.h"
 
 #define MIB    (1u << 20)
 #define LAYERS 4
