@@ -77,8 +77,7 @@ CUresult ao_engine_alloc(size_t size, CUstream stream, bool async, CUdeviceptr *
     // a page with others, which goes back when they all have (train_step
     // --pytorch's 8 MiB of layer 7, served, took its step under the budget
     // its link hides in its forward's time from 1.15x to 1.22x).
-    if (planned && (plan->flags[seq] & (LEARN_TEMP | LEARN_KEPT) ||
-                    (plan->flags[seq] & LEARN_SHORT && ao_serve_active()))) {
+    if (planned && ao_learn_untracked(plan->flags[seq])) {
         ao_learn_push(&s->rec, size, plan->flags[seq]);
         goto out;
     }
@@ -229,12 +228,12 @@ CUresult ao_engine_free(CUdeviceptr p, CUstream stream, bool async)
     if (c->mapped) ao_rec_site(b->site, -(int64_t)b->size, 0);
     // The allocation record learns which buffers are temporaries.
     if (s == ao_eng.open && b->seq < s->rec.n) s->rec.flags[b->seq] |= LEARN_TEMP;
-    if (s != ao_eng.open && !s->recompute && c->state == AO_RESIDENT && s->offload_pending &&
-        b->seq < ao_eng.learned[s->layer].n)
-        ao_eng.learned[s->layer].flags[b->seq] |= LEARN_GONE;
-    if (s != ao_eng.open && s->ended && !s->recompute && ao_eng.phase[s->mb] == PHASE_FORWARD &&
-        b->seq < ao_eng.learned[s->layer].n && b->rsize >= AO_PAGE)
-        ao_eng.learned[s->layer].flags[b->seq] |= LEARN_SHORT;
+    if (s != ao_eng.open && !s->recompute && b->seq < ao_eng.learned[s->layer].n) {
+        uint8_t *learnt = &ao_eng.learned[s->layer].flags[b->seq];
+        if (c->state == AO_RESIDENT && s->offload_pending) *learnt |= LEARN_GONE;
+        if (s->ended && ao_eng.phase[s->mb] == PHASE_FORWARD && b->rsize >= AO_PAGE)
+            *learnt |= LEARN_SHORT;
+    }
     if (c->state == AO_OFFLOADING) ao_stat_add(AO_STAT_COPIES_SKIPPED, 1);
     if (!c->mapped) {
         // Offloaded: no device memory; its copy out has completed.

@@ -706,7 +706,6 @@ int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
     // time; the reload's interval (the report's) spans them all.
     CUevent first = NULL;
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
-        c->prepared = false;
         if (c->state == AO_OFFLOADING) { // not released yet: the device copy is intact
             ao_cancel_chunk(c);
             continue;
@@ -773,11 +772,9 @@ int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
         buffers += cbuffers;
         ao_set_safe_stream(c, NULL);
         c->reloaded = true;
-        c->prepared = true; // (taken back only once the whole layer is on its way: below)
+        c->prefetched = prefetch;
         ao_chunk_set(c, AO_RELOADING);
     }
-    for (ao_chunk_t *c = s->chunks; c; c = c->next)
-        if (c->prepared) c->prepared = false, c->prefetched = prefetch;
     if (any) {
         ao_event_put(s->ev_reloaded, false);
         s->ev_reloaded = ao_ev_record(ao_eng.h2d, false);
@@ -875,13 +872,10 @@ static void choose_part(ao_scope_t *s, uint64_t part)
         return;
     }
     unsigned n = 0;
-    // (A buffer that did not live to the backward is served: alloc.c.)
-    const uint8_t not_saved =
-        LEARN_TEMP | LEARN_KEPT | LEARN_GONE | (ao_serve_active() ? LEARN_SHORT : 0);
     for (unsigned i = 0; i < p->n; i++) {
         s->stays[i] = 1;
-        // Saved until its copy, tracked (not temporary, not kept, not gone).
-        if (!(p->flags[i] & not_saved)) order[n++] = i;
+        // Saved until its copy, tracked (not gone, not the real allocator's).
+        if (!(p->flags[i] & LEARN_GONE) && !ao_learn_untracked(p->flags[i])) order[n++] = i;
     }
     part_plan = p;
     qsort(order, n, sizeof *order, by_size_desc);

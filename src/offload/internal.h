@@ -428,6 +428,13 @@ void ao_serve_decide(void);
 // Serving now: begun, and not paused by a plan of nothing without a given
 // budget (serve.c).
 bool ao_serve_active(void);
+// A layer's allocation the real allocator (or serving) takes, as last step
+// learnt it: a temporary, one kept, or, while serving, one that did not
+// live to the backward (alloc.c).
+static inline bool ao_learn_untracked(uint8_t flags)
+{
+    return flags & (LEARN_TEMP | LEARN_KEPT) || (flags & LEARN_SHORT && ao_serve_active());
+}
 bool ao_chunk_release(ao_chunk_t *c, CUevent *ev, int nev);
 void ao_chunk_retire(ao_chunk_t *c);
 void ao_chunk_set(ao_chunk_t *c, ao_state_t st);

@@ -249,7 +249,6 @@ void sim_stream_next_vc(const sim_stream_t *s, sim_vc_t *out)
     out->c[s->agent]++;
 }
 
-// Order an op (or an event record, engine NONE) on s without capture checks.
 // SIM_TRACE_GAPS: where the time goes that a program's work does not fill.
 // The compute engine idle for 10 us or more before an op, and why it
 // started no sooner: the host had not issued it yet ("the host"), or the
@@ -272,6 +271,7 @@ static void trace_gap(uint64_t idle_from, uint64_t start, uint64_t joined, const
             kernel ? kernel : "", (unsigned)s->id, joined >= start ? "a wait" : "the host");
 }
 
+// Order an op (or an event record, engine NONE) on s without capture checks.
 static void op_schedule(sim_op_t *op, sim_stream_t *s, int engine, uint64_t cost_ns,
                         const char *what, const char *kernel)
 {
