@@ -690,12 +690,27 @@ void ao_cancel_chunk(ao_chunk_t *c)
 
 // Bring a scope back. Returns 0, or AOSHIM_ESTATE if some chunk could not
 // get device memory (its data stays safe in host memory).
-int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
+int ao_reload(ao_scope_t *s, bool missed, bool prefetch, bool small_later)
 {
     int rc = 0;
     uint64_t bytes = 0;
     unsigned buffers = 0;
     bool any = false;
+    // A prefetch with a boundary to go maps its chunks of a page or more now
+    // and leaves those under a page for the next boundary. A chunk under a
+    // page cannot borrow a kept page (a handle maps whole, chunk.c's lend):
+    // it costs a page unmapped and given back, and a handle made, about
+    // 95 us of the host's on the H200; and the first of them made the host
+    // wait for the oldest kept mapping's last uses. train_step --pytorch's
+    // reload of layer 0's part (4, 128, 128, 8, 8 and 2 MiB chunks) at layer
+    // 6's backward waited 0.25 ms so and mapped for 0.84 ms, while the GPU,
+    // its queue run dry, idled 0.70 ms. At the next boundary the host is
+    // ahead again, and the link still carries the large chunks.
+    const bool rest = s->small_later; // this call brings what one left
+    bool large = false;
+    for (ao_chunk_t *c = s->chunks; c && small_later && !large; c = c->next)
+        large = c->state == AO_OFFLOADED && c->size >= AO_PAGE;
+    s->small_later = false;
     // Each chunk's copies go as soon as it is mapped: mapping the next may
     // wait on the host for a release, or take the host a mapping per page,
     // while the link carries this one. Mapped all first, train_step
@@ -706,6 +721,10 @@ int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
     // time; the reload's interval (the report's) spans them all.
     CUevent first = NULL;
     for (ao_chunk_t *c = s->chunks; c; c = c->next) {
+        if (large && c->state == AO_OFFLOADED && c->size < AO_PAGE) {
+            s->small_later = true;
+            continue;
+        }
         if (c->state == AO_OFFLOADING) { // not released yet: the device copy is intact
             ao_cancel_chunk(c);
             continue;
@@ -782,7 +801,7 @@ int ao_reload(ao_scope_t *s, bool missed, bool prefetch)
         if (ao_eng.last_reload) ao_ev_rerecord(ao_eng.last_reload, ao_eng.h2d);
         ao_timed_add(first, ao_ev_record(ao_eng.h2d, true), AO_REC_H2D, s->layer, s->mb, bytes);
         first = NULL;
-        ao_rec_reload(s->layer, s->mb, buffers, bytes, missed);
+        ao_rec_reload(s->layer, s->mb, buffers, bytes, missed, rest);
         s->state = AO_RELOADING;
         ao_stat_add(AO_STAT_RELOADED_BYTES, (int64_t)bytes);
     } else if (s->state == AO_OFFLOADING) {
@@ -1108,7 +1127,7 @@ int ao_engine_backward_begin(int layer)
         int l = s->layer;
         if (s->mb != mb || s->recompute || l > layer || (seen[l / 64] >> (l % 64)) & 1) continue;
         seen[l / 64] |= 1ull << (l % 64);
-        if (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING) continue;
+        if (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING && !s->small_later) continue;
         bool needed = l >= layer - 1;
         if (!needed && (ao_eng.manual || ao_sched_now.layer[l].reload_at < layer)) continue;
         if (after_compute) { // after the compute stream's work so far (TransformerEngine)
@@ -1120,7 +1139,9 @@ int ao_engine_backward_begin(int layer)
         bool missed = needed && s->state == AO_OFFLOADED;
         if (missed) ao_stat_add(AO_STAT_PREFETCH_MISSED, 1);
         if (s->state == AO_OFFLOADING) ao_auto_copy_too_late(s);
-        if (ao_reload(s, missed, !needed) != 0 && needed) rc = AOSHIM_ESTATE;
+        // Needed at layer l + 1's backward: a boundary to go unless that is the next.
+        bool later = !needed && l + 1 < layer - 1;
+        if (ao_reload(s, missed, !needed, later) != 0 && needed) rc = AOSHIM_ESTATE;
     }
     // Layers needed now are not taken back any more: their host copies go
     // once their reloads are complete.

@@ -152,6 +152,8 @@ struct ao_scope_s {
                           // (or, in the manual schedule, for aoshim_offload_layer)
     bool skipped;         // its release point passed while the schedule did not select it
     bool wanted;          // manual schedule: aoshim_offload_layer asked for this layer
+    bool small_later;     // a prefetch left its chunks under a page for the next backward
+                          // boundary (ao_reload)
     bool passthrough;     // a layer the policy does not offload: nothing of it is tracked
     ao_state_t state;
     CUstream stream;  // the compute stream at layer_begin
@@ -378,7 +380,9 @@ bool ao_early_copies(void);
 // waited for by the next use on each stream, and their host slots go back.
 void ao_early_undo(ao_chunk_t *c);
 void ao_release_sync(const ao_scope_t *s);
-int ao_reload(ao_scope_t *s, bool missed, bool prefetch);
+// small_later: a prefetch of the schedule's with a backward boundary to go
+// before the layer is needed; its chunks under a page wait for that boundary.
+int ao_reload(ao_scope_t *s, bool missed, bool prefetch, bool small_later);
 void ao_sched_update(void);
 
 // --- events.c --------------------------------------------------------------------------------

@@ -105,5 +105,5 @@ int ao_engine_reload_layer(int layer)
     if (s->state != AO_OFFLOADED && s->state != AO_OFFLOADING) return ao_engine_leave(0);
     // As a prefetch: the host copy stays until a kernel uses the layer, so
     // the memory can be taken back if the program runs out meanwhile.
-    return ao_engine_leave(ao_reload(s, false, true));
+    return ao_engine_leave(ao_reload(s, false, true, false));
 }

@@ -119,7 +119,7 @@ const void *ao_engine_touch(CUdeviceptr p, uint64_t n, CUstream s, const char *w
         // of one (a layer boundary off) is a use of the layer (the H200 GPT's
         // measuring step: a memset of layer 0 kept one chunk, and the next
         // memset found another gone, two late reloads for the GPU's one).
-        ao_reload(sc, false, false);
+        ao_reload(sc, false, false, false);
         late = true;
     }
     if (c->state == AO_RESIDENT && c->reloaded && c->safe_stream != s) {

@@ -213,14 +213,14 @@ void ao_rec_early_copy(int layer, int mb)
     pthread_mutex_unlock(&mu);
 }
 
-void ao_rec_reload(int layer, int mb, unsigned buffers, uint64_t bytes, bool missed)
+void ao_rec_reload(int layer, int mb, unsigned buffers, uint64_t bytes, bool missed, bool rest)
 {
     (void)mb;
     pthread_mutex_lock(&mu);
     ao_rec_layer_t *l = layer_of(layer);
-    l->reloads++, l->reloaded_buffers += buffers, l->reloaded_bytes += bytes;
+    l->reloads += !rest, l->reloaded_buffers += buffers, l->reloaded_bytes += bytes;
     if (missed) l->missed++, R.cur.missed++;
-    R.cur.reloads++, R.cur.reloaded_bytes += bytes;
+    R.cur.reloads += !rest, R.cur.reloaded_bytes += bytes;
     R.issued[1]++;
     pthread_mutex_unlock(&mu);
 }

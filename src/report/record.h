@@ -28,7 +28,9 @@ void ao_rec_offload(int layer, int mb, unsigned buffers, uint64_t bytes);
 // A layer's early copies (engine.c) issued at its end: a copy of its own,
 // timed apart; the bytes count with the layer's offload at its release point.
 void ao_rec_early_copy(int layer, int mb);
-void ao_rec_reload(int layer, int mb, unsigned buffers, uint64_t bytes, bool missed);
+// rest: the chunks a reload left for the next boundary (engine.c), counted
+// as part of that reload.
+void ao_rec_reload(int layer, int mb, unsigned buffers, uint64_t bytes, bool missed, bool rest);
 // A kernel needed an offloaded buffer outside the schedule (safety net).
 void ao_rec_late_reload(int layer, int mb, const char *kernel);
 // Device memory of a layer's tracked buffers changed: resident (mapped) and

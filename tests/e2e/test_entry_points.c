@@ -587,6 +587,31 @@ Test(e2e, the_first_optimizer_steps_segments_end_where_their_allocations_do)
     cr_expect_str_eq(out, "state_past_mib=0 temp_past_mib=22 ok=1\n");
 }
 
+// A prefetch with a backward boundary to go leaves a layer's chunks under a
+// page for that boundary (small_later.c; offload/engine.c, ao_reload): in
+// the first step, where each buffer has a chunk of its own, layer 0's 4 MiB
+// buffer is not mapped yet once layer 4's backward began, its 64 MiB one is,
+// and both are once layer 3's began; from the second step, one chunk holds
+// the layer's saved set and comes back whole. Before, the 4 MiB chunk was
+// mapped at layer 4's boundary too. The bytes are right in every backward;
+// the race checker stops the run at an unordered access, and a kernel that
+// read an unmapped buffer would fault (86). The report counts one reload of
+// the layer a step, with all its bytes, and none late.
+Test(e2e, a_prefetch_leaves_chunks_under_a_page_for_the_next_boundary)
+{
+    char out[256], json[1 << 16];
+    int st = shimmed_report("AO_TEST_SMALL_LATER",
+                            "AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_PREFETCH=3 SIM_RACE_FATAL=1", "", out,
+                            sizeof out, json, sizeof json);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
+              WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
+    cr_expect_str_eq(out, "step=0 big_at4=1 small_at4=0 small_at3=1 ok=1\n"
+                          "step=1 big_at4=1 small_at4=1 small_at3=1 ok=1\n");
+    cr_expect_eq(report_u64(json, "layer_reloads"), 2);
+    cr_expect_eq(report_u64(json, "reloaded_bytes"), 2 * (64 + 4) * (1ull << 20));
+    cr_expect_eq(report_u64(json, "late_reloads"), 0);
+}
+
 // The program's own allocations served from aoshim's memory (served_reuse.c,
 // AOSHIM_SERVE=1): reused in stream order on their own stream (the same
 // address, the copy before the free reads the bytes written before it),
