@@ -730,6 +730,14 @@ static size_t order_by_time(void)
 // the elementwise kernels in: 437 late reloads under `all` on the H200
 // trace where the GPU had one. With this one, the three traces recorded
 // there give what the GPU gave under `all`: one late reload, 11.0 GiB saved.
+//
+// Nor is a slot a pointer's that holds two 32-bit integers packed in one
+// word (packed_pair): on the H200 the device's addresses begin at 12 GiB,
+// so a pair such as (6, 4), 0x400000006, falls among them. GPT-2's cutlass
+// gemm (kernel 39 of its trace) holds that word in every launch, always in
+// a live allocation; taken as a pointer, it followed that allocation to its
+// place in the replay, a layer's buffer under aoshim: 20 late reloads a
+// step under `all`, where the GPU's address space kept the integers.
 typedef struct ivl_s {
     uint64_t a, n;
     bool live;
@@ -772,7 +780,7 @@ static void ivl_add(uint64_t a, uint64_t n)
 
 typedef struct slot_s {
     uint64_t key; // 0: empty
-    uint8_t seen; // 1: in a live allocation, 2: in a freed one, 4: in none
+    uint8_t seen; // 1: in a live allocation, 2: in a freed one, 4: in none, 8: packed_pair
 } slot_t;
 
 static slot_t *slots;
@@ -820,6 +828,18 @@ static bool raw_word(const ptr_t *p)
     return p->len == LEN_UNKNOWN && p->mode == M_UNKNOWN;
 }
 
+// Two 32-bit integers packed in a word, not an address a kernel reads: its
+// low half under 64 KiB and not 16-byte aligned. A tensor's address is
+// aligned to its element and most often to 256 bytes (the caching
+// allocators' blocks); one within 64 KiB past a 4 GiB boundary and at an
+// odd offset would be a small view of an unaligned one. None of the
+// repository's traces has such a pointer; every word of this form in them
+// is the one above (and sizes below 64 KiB are no address already).
+static bool packed_pair(uint64_t w)
+{
+    return w >> 32 && (w & 0xffffffffull) < 0x10000 && w % 16;
+}
+
 // Two passes over the records in their issue order; returns the junk words.
 static uint64_t classify_raw_words(void)
 {
@@ -839,13 +859,13 @@ static uint64_t classify_raw_words(void)
                     const ivl_t *x = ivl_find(p->addr);
                     // One slot at a time: slot_of may grow the table.
                     if (pass == 0) {
-                        uint8_t b = !x ? 4 : x->live ? 1 : 2;
+                        uint8_t b = packed_pair(p->addr) ? 8 : !x ? 4 : x->live ? 1 : 2;
                         slot_of(slot_key(r, i, false))->seen |= b;
                         slot_of(slot_key(r, i, true))->seen |= b;
                     } else {
                         uint8_t seen = slot_of(slot_key(r, i, false))->seen;
                         seen |= slot_of(slot_key(r, i, true))->seen;
-                        p->junk = (seen & 6) != 0;
+                        p->junk = (seen & 14) != 0;
                     }
                 }
             }
@@ -1444,10 +1464,12 @@ static void issue_launch(size_t ri, const rec_t *r)
         if (p->junk) { // counted by classify_raw_words
             // An address of the trace's, where its memory is in the replay;
             // a word no address can be (a size, a stride: below 64 KiB or
-            // at 2^57 and above), as it is; any other word (a host address)
-            // cannot be placed.
+            // at 2^57 and above; two integers packed), as it is; any other
+            // word (a host address) cannot be placed.
             if (opt_scan_leftovers && i < MAX_BLOB) {
-                if (span_of(p->addr, LEN_UNKNOWN, &s))
+                if (packed_pair(p->addr))
+                    raw[i] = p->addr;
+                else if (span_of(p->addr, LEN_UNKNOWN, &s))
                     raw[i] = s.x->rep + s.off;
                 else if (p->addr < 0x10000 || p->addr >= 1ull << 57)
                     raw[i] = p->addr;
@@ -2371,7 +2393,8 @@ static void say_notes(void)
     if (note.junk_words)
         fprintf(stderr,
                 PROG ": note: %" PRIu64 " raw launch parameter words in allocations were left "
-                     "out: in another launch of the kernel, their slot held no live allocation\n",
+                     "out: in another launch of the kernel, their slot held no live allocation "
+                     "or two integers packed\n",
                 note.junk_words);
     if (note.stale_words)
         fprintf(stderr,

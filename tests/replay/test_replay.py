@@ -404,6 +404,37 @@ def group_late():
         expect(fig.get("wrong") == 0,
                f"step4 on the default stream under aoshim: wrong={fig.get('wrong')}")
 
+    # Two integers packed in a parameter word, inside a live allocation (the
+    # H200's device addresses begin at 12 GiB; GPT-2's cutlass gemm held
+    # (6, 4), 0x400000006, in every launch): no pointer, so no touch of the
+    # layer its value falls in (replay.c, packed_pair). Layer 0 saves a
+    # buffer at a 4 GiB boundary; a kernel in layer 3 (layer 0 is away
+    # under all) holds the pair that falls in it, as a raw word, in each of
+    # its two launches. Taken as a pointer, it reloaded layer 0 late.
+    pair = text.replace(
+        "launch t=62000 ",
+        "alloc t=61000 api=cudaMallocAsync s=2 size=8388608 addr=0x7f0100000000\n"
+        "memset t=61500 s=2 dst=0x7f0100000000 n=8388608 value=1\n"
+        "launch t=62000 ").replace(
+        "launch t=131000 ",
+        "launch t=128000 k=1 s=2 grid=1,1,1 block=32,1,1 ptr=0x7f0100000006\n"
+        "launch t=129000 k=1 s=2 grid=1,1,1 block=32,1,1 ptr=0x7f0100000006\n"
+        "launch t=131000 ").replace(
+        "layer t=222000 op=backward_end layer=0 s=2",
+        "layer t=222000 op=backward_end layer=0 s=2\n"
+        "free t=222500 api=cudaFreeAsync s=2 addr=0x7f0100000000")
+    expect(pair.count("0x7f0100000006") == 2, "step4 with a packed pair: the text did not take it")
+    with tempfile.TemporaryDirectory() as d:
+        t = os.path.join(d, "step4-packed-pair.trace")
+        with open(t, "w") as f:
+            f.write(pair)
+        rc, fig, err = run(t, shim=True, env=[("AOSHIM_OFFLOAD_LAYERS", "all")])
+        ok_clean(fig, "step4 with a packed pair under aoshim")
+        expect(fig["late_reloads"] == 0,
+               f"step4 with a packed pair: late_reloads={fig['late_reloads']}")
+        expect("2 raw launch parameter words in allocations were left out" in err,
+               f"step4 with a packed pair: no note of the two words left out:\n{err[-1500:]}")
+
 
 def side_touch(text, layer, at_backward_of):
     """step4's text with a kernel on the side stream (3) that reads layer's
