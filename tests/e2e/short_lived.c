@@ -18,23 +18,13 @@
 #include "aoshim.h"
 
 #define PROG "short_lived"
-#include "check.h"
+#include "holds.h"
 
 #define MIB    (1u << 20)
 #define LAYERS 4
 #define STEPS  4
 
 static cudaStream_t s;
-
-// The first and last bytes of n at p are v.
-static int holds(const void *p, size_t n, unsigned char v)
-{
-    unsigned char b[2];
-    CHECK(cudaMemcpyAsync(&b[0], p, 1, cudaMemcpyDeviceToHost, s));
-    CHECK(cudaMemcpyAsync(&b[1], (const char *)p + n - 1, 1, cudaMemcpyDeviceToHost, s));
-    CHECK(cudaStreamSynchronize(s));
-    return b[0] == v && b[1] == v;
-}
 
 int main(void)
 {
@@ -54,7 +44,7 @@ int main(void)
         // The head: the short buffers read (layer 0's not: it is off the
         // device, and a read would reload it) and freed, then its own.
         for (int l = 0; l < LAYERS; l++) {
-            if (l) ok &= holds(sh[l], 32 * MIB, 0x20 + l);
+            if (l) ok &= holds(s, sh[l], 32 * MIB, 0x20 + l);
             CHECK(cudaFreeAsync(sh[l], s));
         }
         CHECK(cudaMallocAsync(&logits, 96 * MIB, s));
@@ -62,11 +52,11 @@ int main(void)
         CHECK(cudaStreamSynchronize(s));
         size_t free_b = 0, total = 0;
         CHECK(cudaMemGetInfo(&free_b, &total));
-        ok &= holds(logits, 96 * MIB, 0x7f);
+        ok &= holds(s, logits, 96 * MIB, 0x7f);
         CHECK(cudaFreeAsync(logits, s));
         for (int l = LAYERS - 1; l >= 0; l--) {
             aoshim_try_backward_begin(l);
-            ok &= holds(act[l], 64 * MIB, 0x10 + l);
+            ok &= holds(s, act[l], 64 * MIB, 0x10 + l);
             CHECK(cudaMemsetAsync(act[l], 3, 64 * MIB, s)); // the backward uses the layer
             aoshim_try_backward_end(l);
             CHECK(cudaFreeAsync(act[l], s));

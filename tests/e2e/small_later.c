@@ -20,7 +20,7 @@
 #include "aoshim.h"
 
 #define PROG "small_later"
-#include "check.h"
+#include "holds.h"
 
 #define MIB    (1u << 20)
 #define LAYERS 8
@@ -33,16 +33,6 @@ static int mapped(const void *p)
     CUdeviceptr base = 0;
     size_t size = 0;
     return cuMemGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS;
-}
-
-// The first and last bytes of n at p are v.
-static int holds(const void *p, size_t n, unsigned char v)
-{
-    unsigned char b[2];
-    CHECK(cudaMemcpyAsync(&b[0], p, 1, cudaMemcpyDeviceToHost, s));
-    CHECK(cudaMemcpyAsync(&b[1], (const char *)p + n - 1, 1, cudaMemcpyDeviceToHost, s));
-    CHECK(cudaStreamSynchronize(s));
-    return b[0] == v && b[1] == v;
 }
 
 int main(void)
@@ -67,7 +57,7 @@ int main(void)
             aoshim_try_backward_begin(l);
             if (l == 4) big_at4 = mapped(big[0]), small_at4 = mapped(small[0]);
             if (l == 3) small_at3 = mapped(small[0]);
-            ok &= holds(big[l], 64 * MIB, 0x10 + l) && holds(small[l], 4 * MIB, 0x40 + l);
+            ok &= holds(s, big[l], 64 * MIB, 0x10 + l) && holds(s, small[l], 4 * MIB, 0x40 + l);
             CHECK(cudaMemsetAsync(big[l], 3, 64 * MIB, s)); // the backward uses the layer
             aoshim_try_backward_end(l);
             CHECK(cudaFreeAsync(big[l], s));
