@@ -16,10 +16,16 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 
 def clean_env(**extra):
-    """The environment without any AOSHIM_*, PYTORCH_* or preload of the caller's."""
+    """The environment without any AOSHIM_*, PYTORCH_* or preload of the caller's,
+    and the programs' CPU work on one thread (OMP_NUM_THREADS=1, unless a test
+    says otherwise): the tests compare bits of runs with and without the shim,
+    and a reduction split across threads may add in another order when the
+    machine is busy (gpu-check's self-test on torch 2.15, two cores beside
+    the other tests: another loss at step 1 between two runs without aoshim)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("AOSHIM_", "PYTORCH_", "SIM_")) and k not in
            ("LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH")}
+    env["OMP_NUM_THREADS"] = "1"
     env.update({k: str(v) for k, v in extra.items() if v is not None})
     return env
 
