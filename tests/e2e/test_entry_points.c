@@ -142,6 +142,14 @@ static int shimmed_report(const char *prog_var, const char *settings, const char
     return st;
 }
 
+// A program run under the simulator's checks ended well: exit 0, not the
+// simulator's fault (86) or race (87) exit; the test stops here otherwise.
+static void exited_clean(int st, const char *out)
+{
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
+              WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
+}
+
 // The number after "key": in a report (its first occurrence); the test
 // fails where there is none.
 static unsigned long long report_u64(const char *json, const char *key)
@@ -521,8 +529,7 @@ Test(safety_net, served_allocations_borrow_in_the_head)
     int st = shimmed_report("AO_TEST_HEAD_BORROW",
                             "AOSHIM_SERVE=1 AOSHIM_OFFLOAD_LAYERS=all SIM_RACE_FATAL=1", "", out,
                             sizeof out, json, sizeof json);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
-              WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
+    exited_clean(st, out);
     unsigned long us = 0;
     int ok = 0;
     cr_assert(sscanf(out, "host_wait_us=%lu ok=%d", &us, &ok) == 2, "%s", out);
@@ -546,8 +553,7 @@ Test(e2e, a_buffer_freed_before_its_layers_backward_is_served)
     int st =
         shimmed_report("AO_TEST_SHORT_LIVED", "AOSHIM_SERVE=1 AOSHIM_BUDGET=320M SIM_RACE_FATAL=1",
                        "", out, sizeof out, json, sizeof json);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
-              WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
+    exited_clean(st, out);
     unsigned mib[4];
     int ok[4];
     // (After any warning: a read of a short buffer in the measuring step's
@@ -582,8 +588,7 @@ Test(e2e, the_first_optimizer_steps_segments_end_where_their_allocations_do)
     int st = shimmed("AO_TEST_OPTIMIZER_STATE",
                      "AOSHIM_SERVE=1 AOSHIM_OFFLOAD_LAYERS=all SIM_RACE_FATAL=1", true, "", out,
                      sizeof out);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
-              WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
+    exited_clean(st, out);
     cr_expect_str_eq(out, "state_past_mib=0 temp_past_mib=22 ok=1\n");
 }
 
@@ -603,8 +608,7 @@ Test(e2e, a_prefetch_leaves_chunks_under_a_page_for_the_next_boundary)
     int st = shimmed_report("AO_TEST_SMALL_LATER",
                             "AOSHIM_OFFLOAD_LAYERS=1 AOSHIM_PREFETCH=3 SIM_RACE_FATAL=1", "", out,
                             sizeof out, json, sizeof json);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
-              WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
+    exited_clean(st, out);
     cr_expect_str_eq(out, "step=0 big_at4=1 small_at4=0 small_at3=1 ok=1\n"
                           "step=1 big_at4=1 small_at4=1 small_at3=1 ok=1\n");
     cr_expect_eq(report_u64(json, "layer_reloads"), 2);
@@ -631,8 +635,7 @@ Test(safety_net, served_allocations_are_reused_in_stream_order)
     int st = shimmed_report("AO_TEST_SERVED_REUSE",
                             "AOSHIM_SERVE=1 AOSHIM_OFFLOAD_LAYERS=all SIM_RACE_FATAL=1", "", out,
                             sizeof out, json, sizeof json);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d (86: a fault, 87: a race):\n%s",
-              WIFEXITED(st) ? WEXITSTATUS(st) : st, out);
+    exited_clean(st, out);
     static const char want[] = "same_addr=1 read_ok=1 cross_ok=1 shared=1 shared_read_ok=1 "
                                "keep=0 split=1 split_read_ok=1 packed=1 packed_read_ok=1 "
                                "tail=1 lastpart=1 oldest=1\n";
