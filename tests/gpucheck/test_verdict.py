@@ -158,9 +158,14 @@ class H200(unittest.TestCase):
 
 
 # --- the rules, one by one ---------------------------------------------------------------------
+LINK = dict(link_d2h_Bps=53e9, link_h2d_Bps=55e9)  # the probe's rates each way
+
+
 def passing():
     runs = gpt12_b4_math()
     runs["auto"] = run("auto", 108.0, 19.90, report=(18.0, 18.0, 0, 0))
+    runs["base"]["median_fwd_s"] = 0.036
+    runs["hidden"] = run("hidden", 111.0, 18.0, budget=gc.hidden_for(runs["base"], LINK), report=(17.0, 18.66, 12, 0))
     runs["budget"] = run("budget", 150.0, 14.9, budget=gc.budget_for(runs["base"]), report=(14.0, 18.66, 40, 0))
     runs["ballast_base"] = oom("ballast_base")
     runs["ballast_auto"] = run("ballast_auto", 160.0, 139.0, report=(14.0, 18.66, 40, 0))
@@ -176,12 +181,16 @@ class Rules(unittest.TestCase):
         args = types.SimpleNamespace(layers=12, hidden=2048, heads=16, seq=1024, batch=4, steps=10,
                                      cpu_selftest=False)
         with contextlib.redirect_stdout(out):
-            rc = gc.print_table({"device": "NVIDIA H200"}, args, passing(), v)
+            rc = gc.print_table(dict(LINK, device="NVIDIA H200"), args, passing(), v)
         self.assertEqual(rc, 0)
         text = out.getvalue()
         self.assertIn("baseline repeats: yes", text)
         self.assertRegex(text, r"\n  less free, without aoshim +OOM at step 0 ")
         self.assertRegex(text, r"\n  less free, auto +160\.0 ms +1\.48x ")
+        # The budget the link hides: 19.90 GiB less 53 GB/s (the slower way) for 36 ms, 1.78 GiB.
+        self.assertIn("\n  AOSHIM_BUDGET of the run under the budget the link hides: 18.12 GiB (the device peak "
+                      "without aoshim less 1.78 GiB: 53.0 GB/s, the slower way, for the forward's 36.0 ms); "
+                      "1.029x the step without aoshim (the target: at most 1.03x)\n", text)
         self.assertTrue(text.endswith("gpu-check: PASS\n"), text)
 
     def test_budget_within_two_percent(self):
@@ -193,6 +202,11 @@ class Rules(unittest.TestCase):
         v = gc.judge(runs)
         self.assertEqual(len(v["failures"]), 1)
         self.assertRegex(v["failures"][0], r"^auto, budget 25% under: budget not kept: .* 2\.1% over")
+        runs = passing()  # the budget the link hides is held to the same rule
+        runs["hidden"]["device_peak"] = int(runs["hidden"]["budget"] * 1.03)
+        v = gc.judge(runs)
+        self.assertEqual(len(v["failures"]), 1)
+        self.assertRegex(v["failures"][0], r"^auto, budget the link hides: budget not kept: .* 3\.0% over")
 
     def test_memory_above_the_baseline_is_that_rows_failure(self):
         runs = passing()
@@ -243,6 +257,10 @@ class Rules(unittest.TestCase):
         self.assertEqual(gc.budget_for(base), int(int(20.0 * G) * 0.75))
         self.assertEqual(gc.leave_for(base), int((int(20.0 * G) - int(0.52 * G)) * 0.85))
         self.assertIsNone(gc.budget_for(dict(base, device_peak=None)))
+        base["median_fwd_s"] = 0.04
+        self.assertEqual(gc.hidden_for(base, LINK), int(int(20.0 * G) - 53e9 * 0.04))
+        self.assertIsNone(gc.hidden_for(base, dict(link_d2h_Bps=53e9)))  # one way unmeasured
+        self.assertIsNone(gc.hidden_for(dict(base, median_fwd_s=None), LINK))
         self.assertIsNone(gc.leave_for({}))
 
 
@@ -305,7 +323,7 @@ class Parent(unittest.TestCase):
         # The runs of the full check and of --quick, as the issue lists them,
         # and 'all' again with the program's allocations in its pool beside
         # aoshim's (AOSHIM_SERVE=0; the default serves them under PyTorch).
-        self.assertEqual([k for k, _ in gc.RUNS], ["base", "base2", "auto", "budget", "all", "all_pool",
+        self.assertEqual([k for k, _ in gc.RUNS], ["base", "base2", "auto", "hidden", "budget", "all", "all_pool",
                                                    "ballast_base", "ballast_auto"])
         self.assertEqual(gc.QUICK_RUNS, ("base", "base2", "all"))
         self.assertEqual(gc.parse_args(["--quick"]).steps, gc.QUICK["steps"])
