@@ -2,7 +2,8 @@
 """aoshim-replay run: a step trace on the simulated GPU, with or without aoshim.
 
   aoshim-replay run TRACE [--build DIR] [--shim LIB] [--steps N] [--link GBPS]
-                          [--check] [--scale K] [--scan-leftovers] [NAME=VALUE ...]
+                          [--check] [--scale K] [--scan-leftovers] [--no-host-pace]
+                          [NAME=VALUE ...]
 
 Runs DIR/tests/replay/replay (the meson build DIR, default 'build') on that
 build's simulated GPU: LD_LIBRARY_PATH=DIR/tests/sim, SIM_NODATA=1 unless
@@ -21,6 +22,11 @@ all, SIM_PROFILE=a100, ...). The replay's line is printed last:
 --scan-leftovers passes the raw parameter words the replay leaves out as
 leftovers (docs/replay.md, "Raw words") to aoshim's launch scan too, as it
 sees them on a GPU, where the simulator neither checks nor orders them.
+
+A recorded trace is replayed at its program's host pace: before each call the
+host works for the gap its t= recorded, less what the simulator charged the
+last call of that kind (docs/replay.md, "The host's pace"). --no-host-pace
+issues each call as soon as the last one's cost has passed.
 
 A replay that cannot run says why in status= (bad_header, bad_trace, oom,
 fault, ...) and exits non-zero. docs/replay.md (## run) has the details.
@@ -86,6 +92,8 @@ def parse_args(argv):
             o["check"] = True
         elif a == "--scan-leftovers":
             o["leftovers"] = True
+        elif a == "--no-host-pace":
+            o["no_pace"] = True
         elif a.startswith("-"):
             raise UsageError(f"unknown option '{a}'")
         elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", a):
@@ -181,7 +189,7 @@ def main(argv):
     except UsageError as e:
         sys.stderr.write(f"{PROG}: error: {e}\n")
         sys.stderr.write("usage: aoshim-replay run TRACE [--build DIR] [--shim LIB] [--steps N] "
-                         "[--link GBPS] [--check] [--scale K] [--scan-leftovers] [NAME=VALUE ...]\n")
+                         "[--link GBPS] [--check] [--scale K] [--scan-leftovers] [--no-host-pace] [NAME=VALUE ...]\n")
         print(line("usage"))
         return 2
     if o.get("help"):
@@ -216,6 +224,8 @@ def main(argv):
         cmd.append("--check")
     if o["leftovers"]:
         cmd.append("--scan-leftovers")
+    if o.get("no_pace"):
+        cmd.append("--no-host-pace")
     if scale != 1:
         cmd += ["--scale", str(scale)]
 

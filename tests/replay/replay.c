@@ -70,6 +70,7 @@ typedef enum kind_e {
     K_UNMAP,
     K_END,
     K_SAMPLE,
+    K_NKINDS
 } kind_e;
 
 // The entry points of alloc and free records.
@@ -157,6 +158,11 @@ static bool opt_check;
 // aoshim's launch scan alone, as it sees them on a GPU: the simulator
 // neither checks nor orders them. Off: they are left out.
 static bool opt_scan_leftovers;
+// The host's pace (pace_before): on for a trace recorded on a GPU (its meta
+// says source=record), whose t= are that program's host times; off for a
+// converted one, whose t= only order its records, for one recorded on the
+// simulated GPU, and with --no-host-pace.
+static bool opt_no_host_pace, trace_recorded, trace_simulated;
 static uint64_t opt_scale = 1;
 
 static struct {
@@ -166,6 +172,8 @@ static struct {
     uint64_t wrong;
     uint64_t *step_ns;
     size_t nstep_ns, capstep_ns;
+    uint64_t program_host;       // the program's own host work paced in (pace_before) ...
+    uint64_t program_host_setup; // ... of it before the first step
     uint64_t step_in_use;     // the driver's count at its most in the step under way
     uint64_t *in_use_of_step; // ... and in each step done (with step_ns)
     size_t nin_use, capin_use;
@@ -434,6 +442,13 @@ static void parse_record(char *line)
         if (!eq) bad("'%s': expected key=value", tok);
         *eq = 0;
         if (n < 64) f[n++] = (field_t){tok, eq + 1};
+    }
+    if (kind == K_META) {
+        // Recorded on a GPU: a trace the simulated GPU recorded (its device
+        // says so) holds the times of a simulation on this machine's host.
+        const char *src = fget(f, n, "source"), *dev = fget(f, n, "device");
+        if (src && !strcmp(src, "record")) trace_recorded = true;
+        if (dev && strstr(dev, "simulated")) trace_simulated = true;
     }
     if (kind == K_META || kind == K_END) return;
     const char *kn = kind_names[kind];
@@ -2026,7 +2041,63 @@ static void issue_layer(const rec_t *r)
 
 static bool bwd_seen; // this step's first backward_begin passed
 
+// --- the host's pace ---------------------------------------------------------------------------
+// On the GPU, the program's own host work (Python, autograd, the framework)
+// ran between its CUDA calls: a recorded trace's t= are the calls' return
+// times, so the gap before a call is that work plus the call's own cost. On
+// the H200 it filled 63% (the Llama) to 95% (gpu-check's GPT) of the step
+// (tests/replay/data/h200-2026-11-28/README.md): a host that runs far
+// ahead of the GPU hides whatever aoshim does on it, and the GPU showed
+// that it does not. So before each call the replay's host works for the
+// recorded gap less what the simulator charged the last call of that kind
+// (its host waits and virtual-memory calls left out, so that aoshim's are
+// added to the program's work, not taken from it). A synchronisation's or
+// a blocking copy's gap holds the GPU's time, not the host's: none there.
+// aoshim's other calls inside a hooked call (its events and copies, 0.1 to
+// 2.5 us each) are taken from the program's work: a little too kind.
+static bool pace_have;
+static uint64_t pace_prev_t, pace_cost[K_NKINDS], pace_host, pace_vmm, pace_wait;
+
+static bool paced(const rec_t *r)
+{
+    return trace_recorded && !trace_simulated && !opt_no_host_pace && (r->flags & RF_T);
+}
+
+static void pace_before(const rec_t *r)
+{
+    if (!paced(r)) return;
+    bool blocking = r->kind == K_SYNC || (r->kind == K_COPY && !(r->flags & RF_ASYNC));
+    if (pace_have && r->t > pace_prev_t && !blocking) {
+        uint64_t gap = r->t - pace_prev_t;
+        if (gap > pace_cost[r->kind]) {
+            (void)simHostWork(gap - pace_cost[r->kind]);
+            M.program_host += gap - pace_cost[r->kind];
+        }
+    }
+    pace_prev_t = r->t;
+    pace_have = true;
+    (void)simHostClock(&pace_host, &pace_vmm, &pace_wait);
+}
+
+static void pace_after(const rec_t *r)
+{
+    if (!paced(r)) return;
+    uint64_t host, vmm, wait;
+    (void)simHostClock(&host, &vmm, &wait);
+    uint64_t spent = host - pace_host, aside = (vmm - pace_vmm) + (wait - pace_wait);
+    pace_cost[r->kind] = spent > aside ? spent - aside : 0;
+}
+
+static void issue_one(size_t i);
+
 static void issue(size_t i)
+{
+    pace_before(&recs[i]);
+    issue_one(i);
+    pace_after(&recs[i]);
+}
+
+static void issue_one(size_t i)
 {
     const rec_t *r = &recs[i];
     cur_line = r->line;
@@ -2305,16 +2376,20 @@ static uint64_t late_reloads(void)
 // --- main ------------------------------------------------------------------------------------
 static void usage(FILE *to)
 {
-    fprintf(to,
-            "usage: " PROG " TRACE [--steps N] [--check] [--scale K] [--scan-leftovers]\n"
-            "Replays a step trace (docs/trace-format.md) on the simulated GPU, with aoshim when\n"
-            "it is preloaded; prints one line 'replay status=... steps=... ...' last.\n"
-            "  --steps N   replay the trace's step N times (default: its own steps)\n"
-            "  --check     each kernel writes a pattern into what it writes and verifies\n"
-            "              what it reads (needs data: not with SIM_NODATA=1)\n"
-            "  --scale K   divide every size and offset by K (rounded up to 512 bytes)\n"
-            "  --scan-leftovers  give aoshim's launch scan the raw words left out as leftovers\n"
-            "              too (the simulator neither checks nor orders them)\n");
+    fprintf(
+        to,
+        "usage: " PROG " TRACE [--steps N] [--check] [--scale K] [--scan-leftovers]\n"
+        "       [--no-host-pace]\n"
+        "Replays a step trace (docs/trace-format.md) on the simulated GPU, with aoshim when\n"
+        "it is preloaded; prints one line 'replay status=... steps=... ...' last.\n"
+        "  --steps N   replay the trace's step N times (default: its own steps)\n"
+        "  --check     each kernel writes a pattern into what it writes and verifies\n"
+        "              what it reads (needs data: not with SIM_NODATA=1)\n"
+        "  --scale K   divide every size and offset by K (rounded up to 512 bytes)\n"
+        "  --scan-leftovers  give aoshim's launch scan the raw words left out as leftovers\n"
+        "              too (the simulator neither checks nor orders them)\n"
+        "  --no-host-pace  issue each call as soon as the last one's cost has passed, not\n"
+        "              after the program's own host work between them (a recorded trace's t=)\n");
 }
 
 static uint64_t parse_pos(const char *opt, const char *v, uint64_t max)
@@ -2342,6 +2417,8 @@ static void parse_args(int argc, char **argv)
             opt_check = true;
         } else if (!strcmp(a, "--scan-leftovers")) {
             opt_scan_leftovers = true;
+        } else if (!strcmp(a, "--no-host-pace")) {
+            opt_no_host_pace = true;
         } else if (!strcmp(a, "--steps")) {
             opt_steps = (long)parse_pos(a, i + 1 < argc ? argv[++i] : NULL, 1000000);
         } else if (!strcmp(a, "--scale")) {
@@ -2375,6 +2452,11 @@ static void say_each_step(const char *name, const uint64_t *v, size_t n)
 
 static void say_notes(void)
 {
+    if (M.program_host && M.steps)
+        fprintf(stderr,
+                PROG ": note: the program's own host work between its calls, from the trace's "
+                     "t=: %.1f ms a step (--no-host-pace: none)\n",
+                (double)(M.program_host - M.program_host_setup) / 1e6 / M.steps);
     if (note.unknown_frees)
         fprintf(stderr,
                 PROG ": note: %" PRIu64 " frees or unmaps of memory the replay did not make "
@@ -2538,6 +2620,7 @@ int main(int argc, char **argv)
     hbuf_plan();
 
     issue_range(0, setup_end);
+    M.program_host_setup = M.program_host;
     ck_rt(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     sample();
     uint64_t t0 = elapsed();

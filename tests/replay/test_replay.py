@@ -506,12 +506,61 @@ def group_data():
             expect(rc == 0 and fig.get("wrong") == 0, f"{what}: exit {rc}, wrong={fig.get('wrong')}")
 
 
+PACED = """aoshim-trace 1
+meta source=record program=hand-made device=NVIDIA%%20H200 total=85899345920
+stream id=2 flags=1 prio=0
+kernel id=1 name=write_buffer
+alloc t=1000 api=cudaMallocAsync s=2 size=4194304 addr=0x7f0000000000
+%s
+layer t=%d op=step_end
+free t=%d api=cudaFreeAsync s=2 addr=0x7f0000000000
+end t=%d
+"""
+
+
+def paced_trace(d, gap_ns, launches=10, device="NVIDIA%20H200"):
+    """A recorded step of `launches` 10 us kernels, the program's host work
+    between two launches gap_ns (their t= that far apart), then a
+    synchronisation 50 ms later (the GPU's time, not the host's)."""
+    lines = [f"launch t={2000 + i * gap_ns} k=1 s=2 grid=1,1,1 block=128,1,1 dur=10000 "
+             f"ptr=0x7f0000000000+4194304:w" for i in range(launches)]
+    end = 2000 + launches * gap_ns
+    lines.append(f"sync t={end + 50_000_000} what=device")
+    t = os.path.join(d, "paced.trace")
+    with open(t, "w") as f:
+        f.write((PACED % ("\n".join(lines), end + 50_000_100, end + 50_000_200, end + 50_000_300))
+                .replace("%%", "%").replace("NVIDIA%20H200", device))
+    return t
+
+
 def group_recorded():
     """A train_step step recorded with AOSHIM_RECORD (record only, and under
     'all' offloading, and PyTorch-like), replayed without aoshim: the same
     allocation-level peak and the same number of kernel launches as the run
     that was recorded. Two threads' blocks out of order in the file
-    (threads.trace) are issued in t= order."""
+    (threads.trace) are issued in t= order.
+
+    The host's pace: a trace recorded on a GPU is replayed with the
+    program's host work between its calls (t= gaps less the call's own
+    cost), so ten launches 1 ms apart take 9 ms or more of host time where
+    the GPU needs 0.1 ms, and a synchronisation's gap (the GPU's wait) is no
+    host work. --no-host-pace, and a trace the simulated GPU recorded, issue
+    the calls at the simulator's own cost."""
+    with tempfile.TemporaryDirectory() as d:
+        t = paced_trace(d, 1_000_000)
+        rc, fig, err = run(t)
+        ok_clean(fig, "paced.trace")
+        expect(rc == 0 and 9_000_000 <= fig["step_ns"] < 12_000_000,
+               f"paced.trace: step_ns {fig['step_ns']}, want 9 to 12 ms (ten launches 1 ms apart; "
+               f"the 50 ms before the sync are the GPU's)")
+        expect("host work between its calls, from the trace's t=: 9." in err, err)
+        rc, fig, err = run(t, "--no-host-pace")
+        expect(rc == 0 and fig["step_ns"] < 1_000_000,
+               f"paced.trace --no-host-pace: step_ns {fig['step_ns']}, want under 1 ms")
+        t = paced_trace(d, 1_000_000, device="simgpu%20H100%20(simulated)")
+        rc, fig, err = run(t)
+        expect(rc == 0 and fig["step_ns"] < 1_000_000,
+               f"paced.trace recorded on the simulated GPU: step_ns {fig['step_ns']}, want under 1 ms")
     rc, fig, err = run(data("threads"))
     ok_clean(fig, "threads.trace")
     expect(rc == 0 and fig["peak_device_bytes"] == 4 << 20, f"threads.trace: exit {rc}, {fig}")

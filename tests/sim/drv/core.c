@@ -1103,6 +1103,25 @@ SIM_EXPORT CUresult simResetPeak(void)
     SIM_RET(CUDA_SUCCESS);
 }
 
+SIM_EXPORT CUresult simHostWork(uint64_t ns)
+{
+    sim_lock();
+    if (!sim_initialized) SIM_RET(CUDA_ERROR_NOT_INITIALIZED);
+    sim_host_advance(ns);
+    sim_st.program_host_ns += ns;
+    SIM_RET(CUDA_SUCCESS);
+}
+
+SIM_EXPORT CUresult simHostClock(uint64_t *host_ns, uint64_t *vmm_ns, uint64_t *wait_ns)
+{
+    sim_lock();
+    if (!sim_initialized) SIM_RET(CUDA_ERROR_NOT_INITIALIZED);
+    if (host_ns) *host_ns = sim_host_ns;
+    if (vmm_ns) *vmm_ns = sim_st.vmm_host_ns;
+    if (wait_ns) *wait_ns = sim_st.host_wait_ns;
+    SIM_RET(CUDA_SUCCESS);
+}
+
 SIM_EXPORT CUresult simLastRace(char *buf, size_t len)
 {
     CUresult r = sim_enter();

@@ -209,6 +209,7 @@ static inline void sim_host_wait_until(uint64_t t)
 {
     if (t <= sim_host_ns) return;
     if (sim_cfg.trace_gaps) sim_trace_host_wait(sim_host_ns, t);
+    sim_st.host_wait_ns += t - sim_host_ns;
     sim_host_ns = t;
 }
 

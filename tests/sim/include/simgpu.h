@@ -112,6 +112,8 @@ typedef struct sim_stats_s {
                                      // the peak: simResetPeak, simResetStats)
     uint64_t vmm_host_ns;            // host time spent in cuMemCreate, cuMemMap,
                                      // cuMemSetAccess, cuMemUnmap and cuMemRelease
+    uint64_t host_wait_ns;           // host time blocked on the GPU (synchronisations)
+    uint64_t program_host_ns;        // host time the program spent outside CUDA (simHostWork)
 } sim_stats_t;
 
 // --- driver level (libcuda.so.1) ---
@@ -122,6 +124,14 @@ CUresult simResetStats(void);
 // Zero only the peak (to the current value): a peak per phase of a run, the
 // counters and the exit line's other figures untouched.
 CUresult simResetPeak(void);
+// The program's own host work between two CUDA calls (its interpreter, its
+// framework): the host clock moves on by ns. A replay paces itself so from
+// the host times a trace recorded (tests/replay). No cost of its own.
+CUresult simHostWork(uint64_t ns);
+// The host clock and two of its parts so far, read without the cost every
+// other call charges (api_ns): the time in the five virtual-memory calls and
+// the time blocked on the GPU. Any pointer may be NULL.
+CUresult simHostClock(uint64_t *host_ns, uint64_t *vmm_ns, uint64_t *wait_ns);
 // Write the last race's description (empty when none) into buf.
 CUresult simLastRace(char *buf, size_t len);
 // Failures SIM_FAIL injected since cuInit (never reset), in the order they

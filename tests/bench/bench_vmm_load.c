@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: MIT
+// What moving memory between address ranges costs the host while the GPU
+// works, against an idle GPU. On an H200 under real training steps
+// (tests/replay/data/h200-2026-11-28) aoshim's virtual-memory calls took
+// 117 to 207 us of host time per mapping, where bench_vmm.c, on an idle
+// device, gives about 49 us per 32 MiB page mapped, made accessible and
+// unmapped: this says which load makes the difference.
+//
+// Each round takes PAGES handles of 32 MiB (made once), maps each into a
+// reserved range, sets access on the range, and unmaps it, as aoshim moves
+// pages between a layer and the program's allocations (src/mem/vmm.c); then
+// it makes and releases one handle, as a served segment's last part is. The
+// mean over ROUNDS, per page, while another thread of the same process runs
+// one of these loads (the default: all four, one after the other):
+//
+//   idle       nothing
+//   busy       1 GiB cuMemsetD8Async, back to back on a stream: the GPU's
+//              engines and memory busy, the host idle (a queue of long kernels)
+//   launches   4 KiB cuMemsetD8Async, as fast as the host can issue them,
+//              a stream synchronisation every 64: the launch path busy, as
+//              PyTorch's host keeps it (a call every 15 to 20 us on the H200)
+//   both       the two loads in two threads
+//   copies     256 MiB copies device to host (pinned) and back, back to back
+//              on two streams: both copy engines busy, as offloading keeps them
+//
+// The driver is opened at run time (dlopen): no link to libcuda. On the
+// simulated GPU the times are this machine's, not the simulator's model.
+//
+// With LIVE (an environment variable, a number of pages) that many more
+// pages stay mapped in the same reservation throughout, accessible, as a
+// training step's memory is (aoshim's reservation held 600 pages and more):
+// whether a call's cost grows with the mappings already there.
+//
+//   [LIVE=N] bench_vmm_load [PAGES [ROUNDS [LOAD...]]]   (8 pages, 40 rounds)
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define FN(name, ...) static CUresult (*name)(__VA_ARGS__)
+FN(p_cuInit, unsigned);
+FN(p_cuDeviceGet, CUdevice *, int);
+FN(p_cuDevicePrimaryCtxRetain, CUcontext *, CUdevice);
+FN(p_cuCtxSetCurrent, CUcontext);
+FN(p_cuMemAddressReserve, CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+FN(p_cuMemCreate, CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+   unsigned long long);
+FN(p_cuMemRelease, CUmemGenericAllocationHandle);
+FN(p_cuMemMap, CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+FN(p_cuMemUnmap, CUdeviceptr, size_t);
+FN(p_cuMemSetAccess, CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+FN(p_cuMemAlloc, CUdeviceptr *, size_t);
+FN(p_cuMemsetD8Async, CUdeviceptr, unsigned char, size_t, CUstream);
+FN(p_cuStreamCreate, CUstream *, unsigned);
+FN(p_cuStreamSynchronize, CUstream);
+FN(p_cuMemHostAlloc, void **, size_t, unsigned);
+FN(p_cuMemcpyDtoHAsync, void *, CUdeviceptr, size_t, CUstream);
+FN(p_cuMemcpyHtoDAsync, CUdeviceptr, const void *, size_t, CUstream);
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            fprintf(stderr, "bench_vmm_load: %s failed: CUDA error %d\n", #call, (int)r_);         \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static void *sym(void *lib, const char *name)
+{
+    void *p = dlsym(lib, name);
+    if (!p) {
+        fprintf(stderr, "bench_vmm_load: the driver has no %s\n", name);
+        exit(1);
+    }
+    return p;
+}
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static CUcontext ctx;
+static atomic_bool stop;
+static atomic_ullong issued;
+
+typedef struct load_s {
+    size_t bytes; // of each memset or copy
+    int sync_every;
+    bool copies;
+} load_t;
+
+static void *load_thread(void *arg)
+{
+    const load_t *l = arg;
+    CHECK(p_cuCtxSetCurrent(ctx));
+    CUstream s;
+    CUdeviceptr buf;
+    CHECK(p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(p_cuMemAlloc(&buf, l->bytes));
+    void *host = NULL;
+    CUstream s2 = NULL;
+    if (l->copies) {
+        CHECK(p_cuMemHostAlloc(&host, 2 * l->bytes, 0));
+        CHECK(p_cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    }
+    CUdeviceptr buf2 = 0;
+    if (l->copies) CHECK(p_cuMemAlloc(&buf2, l->bytes));
+    for (unsigned long long n = 1; !atomic_load(&stop); n++) {
+        if (l->copies) {
+            CHECK(p_cuMemcpyDtoHAsync(host, buf, l->bytes, s));
+            CHECK(p_cuMemcpyHtoDAsync(buf2, (char *)host + l->bytes, l->bytes, s2));
+            CHECK(p_cuStreamSynchronize(s2));
+        } else {
+            CHECK(p_cuMemsetD8Async(buf, (unsigned char)n, l->bytes, s));
+        }
+        atomic_fetch_add(&issued, 1);
+        if (n % (unsigned long long)l->sync_every == 0) CHECK(p_cuStreamSynchronize(s));
+    }
+    CHECK(p_cuStreamSynchronize(s));
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    size_t pages = argc > 1 ? strtoul(argv[1], NULL, 10) : 8;
+    int rounds = argc > 2 ? atoi(argv[2]) : 40;
+    if (!pages || rounds < 1) {
+        fprintf(stderr, "usage: bench_vmm_load [PAGES [ROUNDS [idle|busy|launches|both]...]]\n");
+        return 2;
+    }
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "bench_vmm_load: no driver (libcuda.so.1): %s\n", dlerror());
+        return 1;
+    }
+    *(void **)&p_cuInit = sym(lib, "cuInit");
+    *(void **)&p_cuDeviceGet = sym(lib, "cuDeviceGet");
+    *(void **)&p_cuDevicePrimaryCtxRetain = sym(lib, "cuDevicePrimaryCtxRetain");
+    *(void **)&p_cuCtxSetCurrent = sym(lib, "cuCtxSetCurrent");
+    *(void **)&p_cuMemAddressReserve = sym(lib, "cuMemAddressReserve");
+    *(void **)&p_cuMemCreate = sym(lib, "cuMemCreate");
+    *(void **)&p_cuMemRelease = sym(lib, "cuMemRelease");
+    *(void **)&p_cuMemMap = sym(lib, "cuMemMap");
+    *(void **)&p_cuMemUnmap = sym(lib, "cuMemUnmap");
+    *(void **)&p_cuMemSetAccess = sym(lib, "cuMemSetAccess");
+    *(void **)&p_cuMemAlloc = sym(lib, "cuMemAlloc_v2");
+    *(void **)&p_cuMemsetD8Async = sym(lib, "cuMemsetD8Async");
+    *(void **)&p_cuStreamCreate = sym(lib, "cuStreamCreate");
+    *(void **)&p_cuStreamSynchronize = sym(lib, "cuStreamSynchronize");
+    *(void **)&p_cuMemHostAlloc = sym(lib, "cuMemHostAlloc");
+    *(void **)&p_cuMemcpyDtoHAsync = sym(lib, "cuMemcpyDtoHAsync_v2");
+    *(void **)&p_cuMemcpyHtoDAsync = sym(lib, "cuMemcpyHtoDAsync_v2");
+
+    CUdevice dev;
+    CHECK(p_cuInit(0));
+    CHECK(p_cuDeviceGet(&dev, 0));
+    CHECK(p_cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(p_cuCtxSetCurrent(ctx));
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location = prop.location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    const size_t page = (size_t)32 << 20, size = pages * page;
+    const size_t live = getenv("LIVE") ? strtoul(getenv("LIVE"), NULL, 10) : 0;
+    CUdeviceptr base, va;
+    CHECK(p_cuMemAddressReserve(&base, size + live * page, page, 0, 0));
+    va = base + live * page; // the live pages below, the moved ones above
+    for (size_t i = 0; i < live; i++) {
+        CUmemGenericAllocationHandle l;
+        CHECK(p_cuMemCreate(&l, page, &prop, 0));
+        CHECK(p_cuMemMap(base + i * page, page, 0, l, 0));
+        CHECK(p_cuMemSetAccess(base + i * page, page, &acc, 1));
+    }
+    CUmemGenericAllocationHandle *h = calloc(pages, sizeof *h);
+    for (size_t i = 0; i < pages; i++)
+        CHECK(p_cuMemCreate(&h[i], page, &prop, 0));
+
+    static const char *all[] = {"idle", "busy", "launches", "both", "copies"};
+    const char **loads = argc > 3 ? (const char **)argv + 3 : all;
+    int nloads = argc > 3 ? argc - 3 : 5;
+    load_t big = {(size_t)1 << 30, 4, false}, small = {4096, 64, false};
+    load_t copy = {(size_t)256 << 20, 2, true};
+    for (int li = 0; li < nloads; li++) {
+        const char *name = loads[li];
+        pthread_t th[2];
+        int nth = 0;
+        atomic_store(&stop, false);
+        atomic_store(&issued, 0);
+        if (!strcmp(name, "busy") || !strcmp(name, "both"))
+            pthread_create(&th[nth++], NULL, load_thread, &big);
+        if (!strcmp(name, "launches") || !strcmp(name, "both"))
+            pthread_create(&th[nth++], NULL, load_thread, &small);
+        if (!strcmp(name, "copies")) pthread_create(&th[nth++], NULL, load_thread, &copy);
+        if (nth == 0 && strcmp(name, "idle")) {
+            fprintf(stderr, "bench_vmm_load: unknown load '%s'\n", name);
+            return 2;
+        }
+        struct timespec settle = {0, 50 * 1000 * 1000}; // the load under way
+        nanosleep(&settle, NULL);
+        double map = 0, access = 0, unmap = 0, create = 0, release = 0, t0 = now_us();
+        for (int r = 0; r < rounds; r++) {
+            double t = now_us();
+            for (size_t i = 0; i < pages; i++)
+                CHECK(p_cuMemMap(va + i * page, page, 0, h[i], 0));
+            map += now_us() - t;
+            t = now_us();
+            CHECK(p_cuMemSetAccess(va, size, &acc, 1));
+            access += now_us() - t;
+            t = now_us();
+            for (size_t i = 0; i < pages; i++)
+                CHECK(p_cuMemUnmap(va + i * page, page));
+            unmap += now_us() - t;
+            CUmemGenericAllocationHandle one;
+            t = now_us();
+            CHECK(p_cuMemCreate(&one, page, &prop, 0));
+            create += now_us() - t;
+            t = now_us();
+            CHECK(p_cuMemRelease(one));
+            release += now_us() - t;
+        }
+        double wall = now_us() - t0;
+        atomic_store(&stop, true);
+        for (int i = 0; i < nth; i++)
+            pthread_join(th[i], NULL);
+        double n = (double)rounds * (double)pages;
+        printf(
+            "bench_vmm_load_%s_live%zu_us_per_page map=%.2f set_access=%.2f unmap=%.2f remap=%.2f "
+            "create=%.2f release=%.2f load_calls_per_ms=%.1f\n",
+            name, live, map / n, access / n, unmap / n, (map + access + unmap) / n, create / rounds,
+            release / rounds, (double)atomic_load(&issued) / (wall / 1e3));
+        fflush(stdout);
+    }
+    return 0;
+}
