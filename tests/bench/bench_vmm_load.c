@@ -31,7 +31,10 @@
 // training step's memory is (aoshim's reservation held 600 pages and more):
 // whether a call's cost grows with the mappings already there.
 //
-//   [LIVE=N] bench_vmm_load [PAGES [ROUNDS [LOAD...]]]   (8 pages, 40 rounds)
+// PAGE_MIB (an environment variable) sets the page size (32 by default): does
+// a larger mapping cost as little more as it does on an idle device?
+//
+//   [LIVE=N] [PAGE_MIB=M] bench_vmm_load [PAGES [ROUNDS [LOAD...]]]   (8 pages, 40 rounds)
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -175,7 +178,12 @@ int main(int argc, char **argv)
     memset(&acc, 0, sizeof acc);
     acc.location = prop.location;
     acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    const size_t page = (size_t)32 << 20, size = pages * page;
+    const size_t page = (getenv("PAGE_MIB") ? strtoul(getenv("PAGE_MIB"), NULL, 10) : 32) << 20;
+    if (!page || page % (2u << 20)) {
+        fprintf(stderr, "bench_vmm_load: PAGE_MIB must be a multiple of 2\n");
+        return 2;
+    }
+    const size_t size = pages * page;
     const size_t live = getenv("LIVE") ? strtoul(getenv("LIVE"), NULL, 10) : 0;
     CUdeviceptr base, va;
     CHECK(p_cuMemAddressReserve(&base, size + live * page, page, 0, 0));
@@ -238,11 +246,10 @@ int main(int argc, char **argv)
         for (int i = 0; i < nth; i++)
             pthread_join(th[i], NULL);
         double n = (double)rounds * (double)pages;
-        printf(
-            "bench_vmm_load_%s_live%zu_us_per_page map=%.2f set_access=%.2f unmap=%.2f remap=%.2f "
-            "create=%.2f release=%.2f load_calls_per_ms=%.1f\n",
-            name, live, map / n, access / n, unmap / n, (map + access + unmap) / n, create / rounds,
-            release / rounds, (double)atomic_load(&issued) / (wall / 1e3));
+        printf("bench_vmm_load_%s_live%zu_page%zuM_us_per_page map=%.2f set_access=%.2f unmap=%.2f "
+               "remap=%.2f create=%.2f release=%.2f load_calls_per_ms=%.1f\n",
+               name, live, page >> 20, map / n, access / n, unmap / n, (map + access + unmap) / n,
+               create / rounds, release / rounds, (double)atomic_load(&issued) / (wall / 1e3));
         fflush(stdout);
     }
     return 0;

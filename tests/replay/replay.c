@@ -161,8 +161,9 @@ static bool opt_scan_leftovers;
 // The host's pace (pace_before): on for a trace recorded on a GPU (its meta
 // says source=record), whose t= are that program's host times; off for a
 // converted one, whose t= only order its records, for one recorded on the
-// simulated GPU, and with --no-host-pace.
-static bool opt_no_host_pace, trace_recorded, trace_simulated;
+// simulated GPU or under aoshim (its gaps hold aoshim's own host time), and
+// with --no-host-pace.
+static bool opt_no_host_pace, trace_recorded, trace_simulated, trace_under_aoshim;
 static uint64_t opt_scale = 1;
 
 static struct {
@@ -446,9 +447,13 @@ static void parse_record(char *line)
     if (kind == K_META) {
         // Recorded on a GPU: a trace the simulated GPU recorded (its device
         // says so) holds the times of a simulation on this machine's host.
-        const char *src = fget(f, n, "source"), *dev = fget(f, n, "device");
+        // Recorded under aoshim (enable=1): the gaps hold that aoshim's own
+        // host time, which the replayed aoshim would add again.
+        const char *src = fget(f, n, "source"), *dev = fget(f, n, "device"),
+                   *on = fget(f, n, "enable");
         if (src && !strcmp(src, "record")) trace_recorded = true;
         if (dev && strstr(dev, "simulated")) trace_simulated = true;
+        if (on && strcmp(on, "0")) trace_under_aoshim = true;
     }
     if (kind == K_META || kind == K_END) return;
     const char *kn = kind_names[kind];
@@ -2060,7 +2065,8 @@ static uint64_t pace_prev_t, pace_cost[K_NKINDS], pace_host, pace_vmm, pace_wait
 
 static bool paced(const rec_t *r)
 {
-    return trace_recorded && !trace_simulated && !opt_no_host_pace && (r->flags & RF_T);
+    return trace_recorded && !trace_simulated && !trace_under_aoshim && !opt_no_host_pace &&
+           (r->flags & RF_T);
 }
 
 static void pace_before(const rec_t *r)
@@ -2452,10 +2458,10 @@ static void say_each_step(const char *name, const uint64_t *v, size_t n)
 
 static void say_notes(void)
 {
-    if (M.program_host && M.steps)
+    if (M.program_host > M.program_host_setup && M.steps)
         fprintf(stderr,
-                PROG ": note: the program's own host work between its calls, from the trace's "
-                     "t=: %.1f ms a step (--no-host-pace: none)\n",
+                PROG ": the program's own host work between its calls, from the trace's t=: "
+                     "%.1f ms a step (--no-host-pace: none)\n",
                 (double)(M.program_host - M.program_host_setup) / 1e6 / M.steps);
     if (note.unknown_frees)
         fprintf(stderr,

@@ -241,14 +241,33 @@ static void cfg_load(void)
     c.set_access = (sim_vmm_cost_t){29000, 195}; // per mapping the range covers
     c.unmap = (sim_vmm_cost_t){19000, 63};       // per mapping the range covers
     c.release = (sim_vmm_cost_t){13000, 500};    // per handle
+    // While copies to and from pinned host memory ran on both engines, an
+    // H200's cuMemMap took 306 to 677 us a call whatever the mapping's size
+    // (2 to 512 MiB; 1.2 idle), and cuMemSetAccess 363 to 798 us per mapping
+    // of up to 128 MiB the range covered (29 to 33 idle), 155 for 512 MiB:
+    // about the time the link takes for 32 MiB, as if each waited for the
+    // copy under way to reach a boundary. Unmapping, making and releasing
+    // cost 1.2 to 1.8x idle there, not modelled; under compute alone or a
+    // busy launch path 0.9 to 1.4x idle (tests/bench/bench_vmm_load.c;
+    // tests/replay/data/h200-2026-11-28/vmm/). Charged while a copy is on
+    // the link, per call and per mapping covered: 600 us, near the higher of
+    // the two runs (stricter).
+    c.map_in_copy = (sim_vmm_cost_t){600000, 0};
+    c.set_access_in_copy = (sim_vmm_cost_t){600000, 0};
     // SIM_VMM_COST scales those five (0: the host maps for free), so that a
     // measurement can say how much of a step's time is the host's mapping.
     double vmm = cfg_double("SIM_VMM_COST", 1.0, true);
-    sim_vmm_cost_t *costs[] = {&c.mem_create, &c.mem_map, &c.set_access, &c.unmap, &c.release};
+    sim_vmm_cost_t *costs[] = {&c.mem_create, &c.mem_map,     &c.set_access,        &c.unmap,
+                               &c.release,    &c.map_in_copy, &c.set_access_in_copy};
     for (unsigned i = 0; i < sizeof costs / sizeof *costs; i++) {
         costs[i]->ns = (uint64_t)((double)costs[i]->ns * vmm);
         costs[i]->ns_per_mib *= vmm;
     }
+    // SIM_VMM_IN_COPY scales the two costs while a copy runs (0: none, as
+    // before 2026-11-28), so that a measurement can say how much they are.
+    double in_copy = cfg_double("SIM_VMM_IN_COPY", 1.0, true);
+    c.map_in_copy.ns = (uint64_t)((double)c.map_in_copy.ns * in_copy);
+    c.set_access_in_copy.ns = (uint64_t)((double)c.set_access_in_copy.ns * in_copy);
     c.reserve_ns = 19000;
     c.alloc_ns = 10000;
     c.free_ns = 10000;

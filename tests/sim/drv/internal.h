@@ -57,6 +57,9 @@ typedef struct sim_config_s {
     // (sim_vmm_cost). Set-access and unmap pay it for each mapping the range
     // covers.
     sim_vmm_cost_t mem_create, mem_map, set_access, unmap, release;
+    // What cuMemMap and cuMemSetAccess cost more per mapping while a copy
+    // between the host and the device is on the link (core.c).
+    sim_vmm_cost_t map_in_copy, set_access_in_copy;
     double pin_ns_per_byte;            // cuMemHostAlloc / cuMemHostRegister
 } sim_config_t;
 
@@ -445,6 +448,9 @@ CUresult sim_capture_unsafe_call(void);
 // sim_op_begin also keeps sim_st.busy_ns_* and sim_st.elapsed_ns (as max of
 // op end times; core.c takes the max with the host clock).
 uint64_t sim_engines_done_ns(void);
+// Whether a copy between the host and the device is on the link at t (a
+// copy engine runs one that began by t and ends after it).
+bool sim_copy_in_flight(uint64_t t);
 
 // Leave the simulator's lock and return e (entry points that sim_enter()ed).
 #define SIM_RET(e)                                                                                 \

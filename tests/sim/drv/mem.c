@@ -1453,6 +1453,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     if (!res || ptr + size > res->addr + res->size || tab_overlaps(&t_dev, ptr, size))
         SIM_RET(CUDA_ERROR_INVALID_VALUE);
     sim_vmm_advance(sim_cfg.mem_map, size);
+    if (sim_copy_in_flight(sim_host_ns)) sim_vmm_advance(sim_cfg.map_in_copy, size);
     // Shared mapping of the handle's pages: contents belong to the handle
     // and follow it to any VA. No access until cuMemSetAccess.
     void *p = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, phys_fd,
@@ -1519,8 +1520,11 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     size_t first, n;
     if (!cover_mappings(ptr, size, &first, &n)) SIM_RET(CUDA_ERROR_INVALID_VALUE);
     sim_st.set_access_calls++;
-    for (size_t i = 0; i < n; i++) // per mapping covered (core.c: H200 figures)
+    const bool in_copy = sim_copy_in_flight(sim_host_ns);
+    for (size_t i = 0; i < n; i++) { // per mapping covered (core.c: H200 figures)
         sim_vmm_advance(sim_cfg.set_access, t_dev.v[first + i].size);
+        if (in_copy) sim_vmm_advance(sim_cfg.set_access_in_copy, t_dev.v[first + i].size);
+    }
     int prot = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
                : flags == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
                                                            : PROT_NONE;

@@ -91,6 +91,36 @@ static bool is_blocking(const sim_stream_t *s)
     return !s->legacy && !(s->flags & CU_STREAM_NON_BLOCKING);
 }
 
+// The latest copies on each copy engine, [start, end) in time order (an
+// engine runs its ops one after another): whether one is on the link at t.
+// A copy whose start is later than t (queued behind an event) is not.
+enum { COPY_SPANS = 256 };
+static struct {
+    uint64_t start[COPY_SPANS], end[COPY_SPANS];
+    unsigned n; // spans kept, the newest at (n - 1) % COPY_SPANS
+} copy_spans[2];
+
+static void copy_span_add(int engine, uint64_t start, uint64_t end)
+{
+    unsigned e = engine == SIM_ENG_D2H ? 0 : 1, i = copy_spans[e].n++ % COPY_SPANS;
+    copy_spans[e].start[i] = start;
+    copy_spans[e].end[i] = end;
+}
+
+bool sim_copy_in_flight(uint64_t t)
+{
+    for (unsigned e = 0; e < 2; e++) {
+        unsigned n = copy_spans[e].n < COPY_SPANS ? copy_spans[e].n : COPY_SPANS;
+        for (unsigned k = 0; k < n; k++) { // newest first: skip those not begun at t
+            unsigned i = (copy_spans[e].n - 1 - k) % COPY_SPANS;
+            if (copy_spans[e].start[i] > t) continue;
+            if (t < copy_spans[e].end[i]) return true;
+            break; // the latest begun by t ended before it
+        }
+    }
+    return false;
+}
+
 uint64_t sim_engines_done_ns(void)
 {
     uint64_t t = 0;
@@ -290,6 +320,7 @@ static void op_schedule(sim_op_t *op, sim_stream_t *s, int engine, uint64_t cost
             sim_st.busy_ns_d2h += cost_ns;
         else
             sim_st.busy_ns_h2d += cost_ns;
+        if (engine != SIM_ENG_COMPUTE) copy_span_add(engine, start, end);
     }
     s->tail_ns = end;
     if (end > sim_st.elapsed_ns) sim_st.elapsed_ns = end;

@@ -622,6 +622,55 @@ Test(vmm, set_access_and_unmap_cost_per_mapping_covered, .init = setup)
     cr_assert_eq(cuMemAddressFree(va, 16 * MiB), CUDA_SUCCESS);
 }
 
+// While a copy between the host and the device runs, cuMemMap costs 600 us
+// more a call and cuMemSetAccess 600 us more per mapping it covers (the
+// H200 of 2026-11-28: tests/bench/bench_vmm_load.c); once the copy is done,
+// they cost what they cost idle.
+Test(vmm, map_and_set_access_cost_more_while_a_copy_runs, .init = setup)
+{
+    CUmemAllocationProp prop = dev_prop();
+    CUmemAccessDesc d = rw();
+    CUdeviceptr va, dev;
+    CUmemGenericAllocationHandle g[2];
+    CUstream s;
+    void *host;
+    cr_assert_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    cr_assert_eq(cuMemHostAlloc(&host, 64 * MiB, 0), CUDA_SUCCESS);
+    cr_assert_eq(cuMemAlloc(&dev, 64 * MiB), CUDA_SUCCESS);
+    cr_assert_eq(cuMemAddressReserve(&va, 4 * MiB, 0, 0, 0), CUDA_SUCCESS);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(cuMemCreate(&g[i], 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    // 64 MiB at 50 GB/s: 1.3 ms on the link, past the calls below.
+    cr_assert_eq(cuMemcpyDtoHAsync(host, dev, 64 * MiB, s), CUDA_SUCCESS);
+    uint64_t v0 = stats().vmm_host_ns;
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(cuMemMap(va + (CUdeviceptr)i * 2 * MiB, 2 * MiB, 0, g[i], 0), CUDA_SUCCESS);
+    uint64_t v1 = stats().vmm_host_ns;
+    cr_assert_eq(v1 - v0, 2 * (840 + 2 * 24 + 600000), "two maps: %llu",
+                 (unsigned long long)(v1 - v0));
+    // The copy is done now (1.2 ms of mapping): set access costs what it does idle.
+    cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(cuMemSetAccess(va, 4 * MiB, &d, 1), CUDA_SUCCESS);
+    uint64_t v2 = stats().vmm_host_ns;
+    cr_assert_eq(v2 - v1, 2 * (29000 + 2 * 195), "idle: %llu", (unsigned long long)(v2 - v1));
+    cr_assert_eq(cuMemUnmap(va, 4 * MiB), CUDA_SUCCESS);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(cuMemMap(va + (CUdeviceptr)i * 2 * MiB, 2 * MiB, 0, g[i], 0), CUDA_SUCCESS);
+    cr_assert_eq(cuMemcpyHtoDAsync(dev, host, 64 * MiB, s), CUDA_SUCCESS);
+    uint64_t v3 = stats().vmm_host_ns;
+    cr_assert_eq(cuMemSetAccess(va, 4 * MiB, &d, 1), CUDA_SUCCESS);
+    uint64_t v4 = stats().vmm_host_ns;
+    cr_assert_eq(v4 - v3, 2 * (29000 + 2 * 195 + 600000), "during the copy back: %llu",
+                 (unsigned long long)(v4 - v3));
+    cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(cuMemUnmap(va, 4 * MiB), CUDA_SUCCESS);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(cuMemRelease(g[i]), CUDA_SUCCESS);
+    cr_assert_eq(cuMemAddressFree(va, 4 * MiB), CUDA_SUCCESS);
+    cr_assert_eq(cuMemFree(dev), CUDA_SUCCESS);
+    cr_assert_eq(cuMemFreeHost(host), CUDA_SUCCESS);
+}
+
 static void setup_vmm_free(void)
 {
     setenv("SIM_VMM_COST", "0", 1);
