@@ -236,16 +236,56 @@ static uint64_t idle_ns(int kind, int layer, int mb, uint64_t a, uint64_t b)
     return idle < b - a ? idle : 0;
 }
 
+// The copies' own time inside a reload's span [a, b] of (layer, mb): its
+// chunks' intervals (TIMED_H2D_LINK), read here and taken out, also for the
+// planner's link rate. The span holds the gaps where the H2D stream idled
+// while the host mapped the next chunk (over 1 ms a page while a copy runs
+// on the H200: design.md "VMM costs"), which are not the copies' time.
+static uint64_t h2d_link_ns(int layer, int mb, uint64_t a, uint64_t b)
+{
+    uint64_t busy = 0;
+    for (int j = 0; j < ao_eng.ntimed;) {
+        ao_timed_t *t = &ao_eng.timed[j];
+        if (t->kind != TIMED_H2D_LINK || t->layer != layer || t->mb != mb || !ao_ev_done(t->ev1)) {
+            j++;
+            continue;
+        }
+        uint64_t ia = elapsed_ns(ao_eng.t0, t->ev0), ib = elapsed_ns(ao_eng.t0, t->ev1);
+        if (ib > ia) {
+            ao_auto.h2d_bytes += t->bytes, ao_auto.h2d_ns += ib - ia;
+            if (ia >= a && ib <= b) busy += ib - ia;
+        }
+        ao_event_put(t->ev0, true);
+        ao_event_put(t->ev1, true);
+        ao_eng.timed[j] = ao_eng.timed[--ao_eng.ntimed];
+    }
+    return busy < b - a ? busy : b - a;
+}
+
+// Whether a reload span of (layer, mb) waits to be read: a chunk's copies
+// back are read with it. One whose span was not timed (no event for it, the
+// list full) is read alone, for the planner's link rate only.
+static bool h2d_span_pending(int layer, int mb)
+{
+    for (int j = 0; j < ao_eng.ntimed; j++)
+        if (ao_eng.timed[j].kind == AO_REC_H2D && ao_eng.timed[j].layer == layer &&
+            ao_eng.timed[j].mb == mb)
+            return true;
+    return false;
+}
+
 // Read the GPU intervals that are complete: layers' forward and backward
 // times for the planner, copies and waits for the report.
 void ao_timed_read(void)
 {
-    static const ao_stat_t stat_of[] = {[AO_REC_D2H] = AO_STAT_D2H_COPY_NS,
-                                        [AO_REC_H2D] = AO_STAT_H2D_COPY_NS,
-                                        [AO_REC_WAIT] = AO_STAT_RELOAD_WAIT_NS};
+    static const ao_stat_t stat_of[] = {
+        [AO_REC_D2H] = AO_STAT_D2H_COPY_NS, [AO_REC_WAIT] = AO_STAT_RELOAD_WAIT_NS};
     for (int i = 0; i < ao_eng.ntimed;) {
-        // An idle interval is read with its layer's (below): it completes first.
+        // An idle interval is read with its layer's, a chunk's copies back
+        // with their reload's span (below): each completes first.
         if (ao_eng.timed[i].kind == TIMED_IDLE || ao_eng.timed[i].kind == TIMED_IDLE_BWD ||
+            (ao_eng.timed[i].kind == TIMED_H2D_LINK &&
+             h2d_span_pending(ao_eng.timed[i].layer, ao_eng.timed[i].mb)) ||
             !ao_ev_done(ao_eng.timed[i].ev1)) {
             i++;
             continue;
@@ -267,8 +307,12 @@ void ao_timed_read(void)
             uint64_t f = b - a - idle_ns(TIMED_IDLE_BWD, layer, t.mb, a, b);
             if (!ao_auto.bwd_ns[layer] || f < ao_auto.bwd_ns[layer]) ao_auto.bwd_ns[layer] = f;
             ao_rec_interval(AO_REC_BWD, layer, t.mb, 0, a, b);
-        } else if (kind == TIMED_H2D_LINK) {
+        } else if (kind == TIMED_H2D_LINK) { // its span untimed
             ao_auto.h2d_bytes += t.bytes, ao_auto.h2d_ns += b - a;
+        } else if (kind == AO_REC_H2D) {
+            uint64_t busy = h2d_link_ns(layer, t.mb, a, b);
+            ao_stat_add(AO_STAT_H2D_COPY_NS, (int64_t)busy);
+            ao_rec_interval_busy(kind, layer, t.mb, t.bytes, a, b, busy);
         } else {
             ao_stat_add(stat_of[kind], (int64_t)(b - a));
             ao_rec_interval(kind, layer, t.mb, t.bytes, a, b);

@@ -164,10 +164,15 @@ static void sample_locked(void)
 // --- events from the engine ---------------------------------------------------------------
 void ao_rec_interval(int kind, int layer, int mb, uint64_t bytes, uint64_t s, uint64_t e)
 {
+    ao_rec_interval_busy(kind, layer, mb, bytes, s, e, e > s ? e - s : 0);
+}
+
+void ao_rec_interval_busy(int kind, int layer, int mb, uint64_t bytes, uint64_t s, uint64_t e,
+                          uint64_t d)
+{
     pthread_mutex_lock(&mu);
     start_locked();
     ao_rec_layer_t *l = layer_of(layer);
-    uint64_t d = e > s ? e - s : 0;
     switch (kind) {
     case AO_REC_D2H:
         l->d2h_ns += d, l->d2h_bytes += bytes, l->d2h_n++, R.cur.d2h_ns += d, R.timed[0]++;

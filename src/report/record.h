@@ -22,6 +22,11 @@ enum ao_rec_kind { AO_REC_D2H, AO_REC_H2D, AO_REC_WAIT, AO_REC_FWD, AO_REC_BWD }
 // trace's compute lane).
 void ao_rec_interval(int kind, int layer, int mb, uint64_t bytes, uint64_t gpu_start_ns,
                      uint64_t gpu_end_ns);
+// The same with the time counted for it apart from its span: a reload's
+// copies' own time, its span also holding the gaps where the host mapped
+// the next chunk (the timeline draws the span).
+void ao_rec_interval_busy(int kind, int layer, int mb, uint64_t bytes, uint64_t gpu_start_ns,
+                          uint64_t gpu_end_ns, uint64_t busy_ns);
 // Copies issued for a layer: out (offload) or back (reload; missed: the
 // prefetch had not asked for it before its own backward).
 void ao_rec_offload(int layer, int mb, unsigned buffers, uint64_t bytes);

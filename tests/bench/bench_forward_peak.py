@@ -317,18 +317,20 @@ def gpu_traces():
     """The steps recorded on a real GPU in the repository (gpu-check --record,
     and the Hugging Face models beside it): (name, trace, the simulator's
     context pairs). The context is the one gpu-check measured in the same
-    folder, or for a folder without, in a sibling (the same device call)."""
+    folder, or for a folder without, in a sibling (the same device call), or
+    a folder's context.json (context_bytes, measured in the same call)."""
     data = os.path.join(ROOT, "tests", "replay", "data")
 
     def context(folder):
         up = os.path.dirname(folder)
         near = [] if up == data else sorted(os.path.join(up, n) for n in os.listdir(up))
         for d in [folder] + near:
-            runs = os.path.join(d, "runs.json")
-            if os.path.exists(runs):
-                with open(runs) as f:
-                    doc = json.load(f)
-                return doc.get("context_bytes") or doc["runs"]["base"]["device_base"]
+            for n in ("runs.json", "context.json"):  # context.json: a folder's own, measured
+                runs = os.path.join(d, n)
+                if os.path.exists(runs):
+                    with open(runs) as f:
+                        doc = json.load(f)
+                    return doc.get("context_bytes") or doc["runs"]["base"]["device_base"]
         return None
 
     out = []

@@ -20,63 +20,20 @@
 // is opened at run time (dlopen, as libaoshim.so does): no link to libcuda.
 //
 //   bench_vmm [MiB]    (256 by default; the best of 3 rounds)
-#include <cuda.h>
-#include <dlfcn.h>
+#define BENCH_NAME "bench_vmm"
+#include "bench_driver.h"
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#define FN(name, ...) static CUresult (*name)(__VA_ARGS__)
-FN(p_cuInit, unsigned);
-FN(p_cuDeviceGet, CUdevice *, int);
-FN(p_cuDevicePrimaryCtxRetain, CUcontext *, CUdevice);
-FN(p_cuCtxSetCurrent, CUcontext);
 FN(p_cuMemGetAllocationGranularity, size_t *, const CUmemAllocationProp *,
    CUmemAllocationGranularity_flags);
-FN(p_cuMemAddressReserve, CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
 FN(p_cuMemAddressFree, CUdeviceptr, size_t);
-FN(p_cuMemCreate, CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-   unsigned long long);
-FN(p_cuMemRelease, CUmemGenericAllocationHandle);
-FN(p_cuMemMap, CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-FN(p_cuMemUnmap, CUdeviceptr, size_t);
-FN(p_cuMemSetAccess, CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-FN(p_cuStreamCreate, CUstream *, unsigned);
 FN(p_cuStreamDestroy, CUstream);
-FN(p_cuStreamSynchronize, CUstream);
 FN(p_cuEventCreate, CUevent *, unsigned);
 FN(p_cuEventDestroy, CUevent);
 FN(p_cuEventRecord, CUevent, CUstream);
 FN(p_cuEventQuery, CUevent);
 FN(p_cuStreamWaitEvent, CUstream, CUevent, unsigned);
-
-static void *sym(void *lib, const char *name)
-{
-    void *p = dlsym(lib, name);
-    if (!p) {
-        fprintf(stderr, "bench_vmm: the driver has no %s\n", name);
-        exit(1);
-    }
-    return p;
-}
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            fprintf(stderr, "bench_vmm: %s failed: CUDA error %d\n", #call, (int)r_);              \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
 
 static double min2(double a, double b)
 {
@@ -90,43 +47,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_vmm: the size is a number of MiB above 0\n");
         return 2;
     }
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "bench_vmm: no driver (libcuda.so.1): %s\n", dlerror());
-        return 1;
-    }
-    *(void **)&p_cuInit = sym(lib, "cuInit");
-    *(void **)&p_cuDeviceGet = sym(lib, "cuDeviceGet");
-    *(void **)&p_cuDevicePrimaryCtxRetain = sym(lib, "cuDevicePrimaryCtxRetain");
-    *(void **)&p_cuCtxSetCurrent = sym(lib, "cuCtxSetCurrent");
+    CUdevice dev;
+    CUcontext ctx;
+    void *lib = bench_driver_open(&dev, &ctx);
     *(void **)&p_cuMemGetAllocationGranularity = sym(lib, "cuMemGetAllocationGranularity");
-    *(void **)&p_cuMemAddressReserve = sym(lib, "cuMemAddressReserve");
     *(void **)&p_cuMemAddressFree = sym(lib, "cuMemAddressFree");
-    *(void **)&p_cuMemCreate = sym(lib, "cuMemCreate");
-    *(void **)&p_cuMemRelease = sym(lib, "cuMemRelease");
-    *(void **)&p_cuMemMap = sym(lib, "cuMemMap");
-    *(void **)&p_cuMemUnmap = sym(lib, "cuMemUnmap");
-    *(void **)&p_cuMemSetAccess = sym(lib, "cuMemSetAccess");
-    *(void **)&p_cuStreamCreate = sym(lib, "cuStreamCreate");
     *(void **)&p_cuStreamDestroy = sym(lib, "cuStreamDestroy_v2");
-    *(void **)&p_cuStreamSynchronize = sym(lib, "cuStreamSynchronize");
     *(void **)&p_cuEventCreate = sym(lib, "cuEventCreate");
     *(void **)&p_cuEventDestroy = sym(lib, "cuEventDestroy_v2");
     *(void **)&p_cuEventRecord = sym(lib, "cuEventRecord");
     *(void **)&p_cuEventQuery = sym(lib, "cuEventQuery");
     *(void **)&p_cuStreamWaitEvent = sym(lib, "cuStreamWaitEvent");
-
-    CUdevice dev;
-    CUcontext ctx;
-    CHECK(p_cuInit(0));
-    CHECK(p_cuDeviceGet(&dev, 0));
-    CHECK(p_cuDevicePrimaryCtxRetain(&ctx, dev));
-    CHECK(p_cuCtxSetCurrent(ctx));
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
+    CUmemAllocationProp prop = bench_prop(dev);
     size_t g = 0;
     CHECK(p_cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     const size_t size = (mib << 20) / g * g, n = size / g;
@@ -134,11 +66,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_vmm: %zu MiB is less than a granule (%zu bytes)\n", mib, g);
         return 2;
     }
-    CUmemAccessDesc acc;
-    memset(&acc, 0, sizeof acc);
-    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    acc.location.id = dev;
-    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CUmemAccessDesc acc = bench_rw(dev);
     CUdeviceptr va;
     CHECK(p_cuMemAddressReserve(&va, size, 0, 0, 0));
     CUmemGenericAllocationHandle *h = malloc(n * sizeof *h);

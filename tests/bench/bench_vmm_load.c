@@ -35,62 +35,19 @@
 // a larger mapping cost as little more as it does on an idle device?
 //
 //   [LIVE=N] [PAGE_MIB=M] bench_vmm_load [PAGES [ROUNDS [LOAD...]]]   (8 pages, 40 rounds)
-#include <cuda.h>
-#include <dlfcn.h>
+#define BENCH_NAME "bench_vmm_load"
+#include "bench_driver.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#define FN(name, ...) static CUresult (*name)(__VA_ARGS__)
-FN(p_cuInit, unsigned);
-FN(p_cuDeviceGet, CUdevice *, int);
-FN(p_cuDevicePrimaryCtxRetain, CUcontext *, CUdevice);
-FN(p_cuCtxSetCurrent, CUcontext);
-FN(p_cuMemAddressReserve, CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-FN(p_cuMemCreate, CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-   unsigned long long);
-FN(p_cuMemRelease, CUmemGenericAllocationHandle);
-FN(p_cuMemMap, CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-FN(p_cuMemUnmap, CUdeviceptr, size_t);
-FN(p_cuMemSetAccess, CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 FN(p_cuMemAlloc, CUdeviceptr *, size_t);
 FN(p_cuMemsetD8Async, CUdeviceptr, unsigned char, size_t, CUstream);
-FN(p_cuStreamCreate, CUstream *, unsigned);
-FN(p_cuStreamSynchronize, CUstream);
 FN(p_cuMemHostAlloc, void **, size_t, unsigned);
 FN(p_cuMemcpyDtoHAsync, void *, CUdeviceptr, size_t, CUstream);
 FN(p_cuMemcpyHtoDAsync, CUdeviceptr, const void *, size_t, CUstream);
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            fprintf(stderr, "bench_vmm_load: %s failed: CUDA error %d\n", #call, (int)r_);         \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static void *sym(void *lib, const char *name)
-{
-    void *p = dlsym(lib, name);
-    if (!p) {
-        fprintf(stderr, "bench_vmm_load: the driver has no %s\n", name);
-        exit(1);
-    }
-    return p;
-}
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
 
 static CUcontext ctx;
 static atomic_bool stop;
@@ -138,46 +95,20 @@ int main(int argc, char **argv)
     size_t pages = argc > 1 ? strtoul(argv[1], NULL, 10) : 8;
     int rounds = argc > 2 ? atoi(argv[2]) : 40;
     if (!pages || rounds < 1) {
-        fprintf(stderr, "usage: bench_vmm_load [PAGES [ROUNDS [idle|busy|launches|both]...]]\n");
+        fprintf(stderr,
+                "usage: bench_vmm_load [PAGES [ROUNDS [idle|busy|launches|both|copies]...]]\n");
         return 2;
     }
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "bench_vmm_load: no driver (libcuda.so.1): %s\n", dlerror());
-        return 1;
-    }
-    *(void **)&p_cuInit = sym(lib, "cuInit");
-    *(void **)&p_cuDeviceGet = sym(lib, "cuDeviceGet");
-    *(void **)&p_cuDevicePrimaryCtxRetain = sym(lib, "cuDevicePrimaryCtxRetain");
-    *(void **)&p_cuCtxSetCurrent = sym(lib, "cuCtxSetCurrent");
-    *(void **)&p_cuMemAddressReserve = sym(lib, "cuMemAddressReserve");
-    *(void **)&p_cuMemCreate = sym(lib, "cuMemCreate");
-    *(void **)&p_cuMemRelease = sym(lib, "cuMemRelease");
-    *(void **)&p_cuMemMap = sym(lib, "cuMemMap");
-    *(void **)&p_cuMemUnmap = sym(lib, "cuMemUnmap");
-    *(void **)&p_cuMemSetAccess = sym(lib, "cuMemSetAccess");
+    CUdevice dev;
+    void *lib = bench_driver_open(&dev, &ctx);
     *(void **)&p_cuMemAlloc = sym(lib, "cuMemAlloc_v2");
     *(void **)&p_cuMemsetD8Async = sym(lib, "cuMemsetD8Async");
-    *(void **)&p_cuStreamCreate = sym(lib, "cuStreamCreate");
-    *(void **)&p_cuStreamSynchronize = sym(lib, "cuStreamSynchronize");
     *(void **)&p_cuMemHostAlloc = sym(lib, "cuMemHostAlloc");
     *(void **)&p_cuMemcpyDtoHAsync = sym(lib, "cuMemcpyDtoHAsync_v2");
     *(void **)&p_cuMemcpyHtoDAsync = sym(lib, "cuMemcpyHtoDAsync_v2");
 
-    CUdevice dev;
-    CHECK(p_cuInit(0));
-    CHECK(p_cuDeviceGet(&dev, 0));
-    CHECK(p_cuDevicePrimaryCtxRetain(&ctx, dev));
-    CHECK(p_cuCtxSetCurrent(ctx));
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
-    CUmemAccessDesc acc;
-    memset(&acc, 0, sizeof acc);
-    acc.location = prop.location;
-    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CUmemAllocationProp prop = bench_prop(dev);
+    CUmemAccessDesc acc = bench_rw(dev);
     const size_t page = (getenv("PAGE_MIB") ? strtoul(getenv("PAGE_MIB"), NULL, 10) : 32) << 20;
     if (!page || page % (2u << 20)) {
         fprintf(stderr, "bench_vmm_load: PAGE_MIB must be a multiple of 2\n");

@@ -63,7 +63,7 @@ T="$PY /tmp/train.py --layers 24 --hidden 2048 --heads 16 --seq 2048 --batch 1 -
 one gpt24b1-base 45 $T
 one gpt24b1-auto 45 $(shim gpt24b1-auto) $T
 one gpt24b1-all 50 $(shim gpt24b1-all) AOSHIM_OFFLOAD_LAYERS=all $T
-one qwen2-base-record 50 env LD_PRELOAD=$LIB AOSHIM_ENABLE=0 AOSHIM_RECORD=$R/qwen2-base-record.trace $H $Q
+one qwen2-base-record 50 env LD_PRELOAD=$LIB AOSHIM_ENABLE=0 AOSHIM_RECORD=$R/qwen2-base-record.trace  # committed as qwen2/base-record.trace $H $Q
 P=$(peak qwen2-base-record)
 # its budget the link hides as the replay's bench takes it: 55 GB/s for a third of the step
 B=$($PY -c "import json;r=json.loads([l for l in open('$R/qwen2-base-record.log') if l.startswith('HF_RESULT')][-1][10:]);print(int(max(r['device_peak_steps']) - 55e9 * r['median_s'] / 3))" 2>/dev/null)
