@@ -33,6 +33,10 @@
 //
 // PAGE_MIB (an environment variable) sets the page size (32 by default): does
 // a larger mapping cost as little more as it does on an idle device?
+// COPY_MIB sets the size of each copy of the copies load (256 by default):
+// during copies a call cost about the link's time for 32 MiB on the H200, as
+// if it waited for the copy under way to reach a boundary; with smaller
+// copies, does it wait less?
 //
 //   [LIVE=N] [PAGE_MIB=M] bench_vmm_load [PAGES [ROUNDS [LOAD...]]]   (8 pages, 40 rounds)
 #define BENCH_NAME "bench_vmm_load"
@@ -133,7 +137,12 @@ int main(int argc, char **argv)
     const char **loads = argc > 3 ? (const char **)argv + 3 : all;
     int nloads = argc > 3 ? argc - 3 : 5;
     load_t big = {(size_t)1 << 30, 4, false}, small = {4096, 64, false};
-    load_t copy = {(size_t)256 << 20, 2, true};
+    const size_t copy_mib = getenv("COPY_MIB") ? strtoul(getenv("COPY_MIB"), NULL, 10) : 256;
+    if (!copy_mib) {
+        fprintf(stderr, "bench_vmm_load: COPY_MIB must be a number of MiB above 0\n");
+        return 2;
+    }
+    load_t copy = {copy_mib << 20, 2, true};
     for (int li = 0; li < nloads; li++) {
         const char *name = loads[li];
         pthread_t th[2];
@@ -177,10 +186,11 @@ int main(int argc, char **argv)
         for (int i = 0; i < nth; i++)
             pthread_join(th[i], NULL);
         double n = (double)rounds * (double)pages;
-        printf("bench_vmm_load_%s_live%zu_page%zuM_us_per_page map=%.2f set_access=%.2f unmap=%.2f "
-               "remap=%.2f create=%.2f release=%.2f load_calls_per_ms=%.1f\n",
-               name, live, page >> 20, map / n, access / n, unmap / n, (map + access + unmap) / n,
-               create / rounds, release / rounds, (double)atomic_load(&issued) / (wall / 1e3));
+        printf("bench_vmm_load_%s_live%zu_page%zuM_copy%zuM_us_per_page map=%.2f set_access=%.2f "
+               "unmap=%.2f remap=%.2f create=%.2f release=%.2f load_calls_per_ms=%.1f\n",
+               name, live, page >> 20, copy_mib, map / n, access / n, unmap / n,
+               (map + access + unmap) / n, create / rounds, release / rounds,
+               (double)atomic_load(&issued) / (wall / 1e3));
         fflush(stdout);
     }
     return 0;

@@ -252,6 +252,23 @@ class Rules(unittest.TestCase):
         self.assertEqual(v["failures"], ["without aoshim: the run without aoshim did not complete: nothing to "
                                          "compare with"])
 
+    def test_mapping_while_copies_run(self):
+        # bench_vmm_load's lines (the H200's figures of 2026-11-28, vmm/ in its
+        # data folder), parsed and said in one line; its error said instead.
+        out = ("bench_vmm_load_idle_live0_page32M_copy256M_us_per_page map=1.22 set_access=32.76 "
+               "unmap=20.75 remap=54.73 create=31.46 release=34.02 load_calls_per_ms=0.0\n"
+               "bench_vmm_load_copies_live0_page32M_copy256M_us_per_page map=395.12 set_access=470.00 "
+               "unmap=34.34 remap=899.47 create=43.21 release=40.57 load_calls_per_ms=0.1\n"
+               "bench_vmm_load_copies_live0_page32M_copy8M_us_per_page map=20.5 set_access=61.25 "
+               "unmap=21.0 remap=102.75 create=30.0 release=33.0 load_calls_per_ms=3.2\n")
+        v = gc.parse_vmm_load(out)
+        self.assertEqual(sorted(v), ["copies_256", "copies_8", "idle_256"])
+        self.assertEqual(v["copies_256"]["set_access"], 470.0)
+        self.assertEqual(gc.vmm_load_line(v), "32 MiB pages: idle cuMemMap 1.2 us, cuMemSetAccess 32.8 us a "
+                                              "page; while 256 MiB copies run 395.1 and 470.0 us; while 8 MiB "
+                                              "copies run 20.5 and 61.2 us")
+        self.assertEqual(gc.vmm_load_line({"error": "cc failed: x"}), "not measured (cc failed: x)")
+
     def test_budget_and_ballast_from_the_baseline(self):
         base = run("base", 100.0, 20.0)  # 0.52 GiB in use before the model
         self.assertEqual(gc.budget_for(base), int(int(20.0 * G) * 0.75))
