@@ -213,52 +213,50 @@ void ao_engine_forget_stream(CUstream s)
 }
 
 // --- polling: act on what the GPU has finished; never blocks -----------------------------
-// The idle time of kind (TIMED_IDLE, TIMED_IDLE_BWD) timed inside layer
-// (layer, mb) between a and b; its intervals are taken out. One of an
+// The intervals of kind timed inside (layer, mb)'s own interval [a, b],
+// read with it and taken out: the time of those inside [a, b]. One of an
 // earlier pass of the layer (its own interval went untimed) is outside
-// [a, b]: taken out, not counted.
-static uint64_t idle_ns(int kind, int layer, int mb, uint64_t a, uint64_t b)
+// [a, b]: taken out, not counted. all_ns and all_bytes, when given, add
+// every one's time and bytes, inside or not.
+static uint64_t take_inside(int kind, int layer, int mb, uint64_t a, uint64_t b, uint64_t *all_ns,
+                            uint64_t *all_bytes)
 {
-    uint64_t idle = 0;
-    for (int j = 0; j < ao_eng.ntimed;) {
-        if (ao_eng.timed[j].kind != kind || ao_eng.timed[j].layer != layer ||
-            ao_eng.timed[j].mb != mb || !ao_ev_done(ao_eng.timed[j].ev1)) {
-            j++;
-            continue;
-        }
-        uint64_t ia = elapsed_ns(ao_eng.t0, ao_eng.timed[j].ev0),
-                 ib = elapsed_ns(ao_eng.t0, ao_eng.timed[j].ev1);
-        if (ia >= a && ib <= b && ib > ia) idle += ib - ia;
-        ao_event_put(ao_eng.timed[j].ev0, true);
-        ao_event_put(ao_eng.timed[j].ev1, true);
-        ao_eng.timed[j] = ao_eng.timed[--ao_eng.ntimed];
-    }
-    return idle < b - a ? idle : 0;
-}
-
-// The copies' own time inside a reload's span [a, b] of (layer, mb): its
-// chunks' intervals (TIMED_H2D_LINK), read here and taken out, also for the
-// planner's link rate. The span holds the gaps where the H2D stream idled
-// while the host mapped the next chunk (over 1 ms a page while a copy runs
-// on the H200: design.md "VMM costs"), which are not the copies' time.
-static uint64_t h2d_link_ns(int layer, int mb, uint64_t a, uint64_t b)
-{
-    uint64_t busy = 0;
+    uint64_t in = 0;
     for (int j = 0; j < ao_eng.ntimed;) {
         ao_timed_t *t = &ao_eng.timed[j];
-        if (t->kind != TIMED_H2D_LINK || t->layer != layer || t->mb != mb || !ao_ev_done(t->ev1)) {
+        if (t->kind != kind || t->layer != layer || t->mb != mb || !ao_ev_done(t->ev1)) {
             j++;
             continue;
         }
         uint64_t ia = elapsed_ns(ao_eng.t0, t->ev0), ib = elapsed_ns(ao_eng.t0, t->ev1);
         if (ib > ia) {
-            ao_auto.h2d_bytes += t->bytes, ao_auto.h2d_ns += ib - ia;
-            if (ia >= a && ib <= b) busy += ib - ia;
+            if (all_ns) *all_ns += ib - ia, *all_bytes += t->bytes;
+            if (ia >= a && ib <= b) in += ib - ia;
         }
         ao_event_put(t->ev0, true);
         ao_event_put(t->ev1, true);
         ao_eng.timed[j] = ao_eng.timed[--ao_eng.ntimed];
     }
+    return in;
+}
+
+// The stream's idle time of kind (TIMED_IDLE, TIMED_IDLE_BWD) that
+// chunk_map timed inside a layer's forward or backward [a, b].
+static uint64_t idle_ns(int kind, int layer, int mb, uint64_t a, uint64_t b)
+{
+    uint64_t idle = take_inside(kind, layer, mb, a, b, NULL, NULL);
+    return idle < b - a ? idle : 0;
+}
+
+// The copies' own time inside a reload's span [a, b] of (layer, mb): its
+// chunks' intervals (TIMED_H2D_LINK), which also give the planner its link
+// rate. The span holds the gaps where the H2D stream idled while the host
+// mapped the next chunk (over 1 ms a page while a copy runs on the H200:
+// design.md "VMM costs"), which are not the copies' time.
+static uint64_t h2d_link_ns(int layer, int mb, uint64_t a, uint64_t b)
+{
+    uint64_t busy =
+        take_inside(TIMED_H2D_LINK, layer, mb, a, b, &ao_auto.h2d_ns, &ao_auto.h2d_bytes);
     return busy < b - a ? busy : b - a;
 }
 

@@ -2050,7 +2050,7 @@ static bool bwd_seen; // this step's first backward_begin passed
 // On the GPU, the program's own host work (Python, autograd, the framework)
 // ran between its CUDA calls: a recorded trace's t= are the calls' return
 // times, so the gap before a call is that work plus the call's own cost. On
-// the H200 it filled 63% (the Llama) to 95% (gpu-check's GPT) of the step
+// the H200 it filled 63% (the Llama) to 99% (gpu-check's GPT) of the step
 // (tests/replay/data/h200-2026-11-28/README.md): a host that runs far
 // ahead of the GPU hides whatever aoshim does on it, and the GPU showed
 // that it does not. So before each call the replay's host works for the
@@ -2060,13 +2060,12 @@ static bool bwd_seen; // this step's first backward_begin passed
 // a blocking copy's gap holds the GPU's time, not the host's: none there.
 // aoshim's other calls inside a hooked call (its events and copies, 0.1 to
 // 2.5 us each) are taken from the program's work: a little too kind.
-static bool pace_have;
+static bool pace_on, pace_have; // pace_on: the trace's and the command line's say (main)
 static uint64_t pace_prev_t, pace_cost[K_NKINDS], pace_host, pace_vmm, pace_wait;
 
 static bool paced(const rec_t *r)
 {
-    return trace_recorded && !trace_simulated && !trace_under_aoshim && !opt_no_host_pace &&
-           (r->flags & RF_T);
+    return pace_on && (r->flags & RF_T);
 }
 
 static void pace_before(const rec_t *r)
@@ -2614,6 +2613,7 @@ int main(int argc, char **argv)
     if (opt_check && nd && *nd && strcmp(nd, "0"))
         stop_early("usage", 2, "--check needs the bytes: not with SIM_NODATA=%s", nd);
     read_trace();
+    pace_on = trace_recorded && !trace_simulated && !trace_under_aoshim && !opt_no_host_pace;
     time_sampled_launches();
     note.reordered = order_by_time();
     note.junk_words = classify_raw_words();
